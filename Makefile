@@ -1,0 +1,25 @@
+# The two set-up commands of the README: `make bench` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: bench test install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The memory benchmark on XLA:CPU with its defaults (TPU: see README).
+bench: $(STAMP)
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/demo_linear.py --device xla
+
+# The whole test suite; XLA tests run on XLA:CPU.
+test: $(STAMP)
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) -m pytest -q -ra tests
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,61 @@
+"""Gradient-equality helpers shared by the tests: outputs, input grads and every parameter grad."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+
+def grads_of(
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], params: Sequence[torch.Tensor], seed: int = 0
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Run ``fn(*inputs)``, backprop a fixed random cotangent, return (outputs, grads of inputs+params)."""
+    for t in list(inputs) + list(params):
+        t.grad = None
+    out = fn(*inputs)
+    outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
+    gen = torch.Generator().manual_seed(seed)
+    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.device, o.dtype) for o in outs]
+    diff = [(o, c) for o, c in zip(outs, cot) if o.requires_grad]
+    torch.autograd.backward([o for o, _ in diff], [c for _, c in diff])
+    grads = [t.grad for t in list(inputs) + list(params)]
+    return [o.detach() for o in outs], grads
+
+
+def assert_same(
+    ref: tuple[list[torch.Tensor], list[torch.Tensor | None]],
+    got: tuple[list[torch.Tensor], list[torch.Tensor | None]],
+    names: Sequence[str] | None = None,
+    **tol: Any,
+) -> None:
+    """Outputs and every gradient equal (``assert_close``), no ``None`` grad where the reference has one."""
+    ref_out, ref_g = ref
+    got_out, got_g = got
+    assert len(ref_out) == len(got_out)
+    for i, (r, g) in enumerate(zip(ref_out, got_out)):
+        torch.testing.assert_close(g.cpu(), r.cpu(), msg=lambda m, i=i: f"output {i}: {m}", **tol)
+    assert len(ref_g) == len(got_g)
+    for i, (r, g) in enumerate(zip(ref_g, got_g)):
+        label = names[i] if names else f"grad {i}"
+        if r is None:
+            assert g is None, f"{label}: expected no grad, got one"
+            continue
+        assert g is not None, f"{label}: grad is None"
+        torch.testing.assert_close(g.cpu(), r.cpu(), msg=lambda m, label=label: f"{label}: {m}", **tol)
+
+
+class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts aten ops by overload packet (used to prove work was or was not done)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[Any, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.counts[func.overloadpacket] = self.counts.get(func.overloadpacket, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def count(self, *packets: Any) -> int:
+        return sum(self.counts.get(p, 0) for p in packets)

@@ -1,0 +1,132 @@
+"""Everything that knows about torch_xla lives here; torch_xla is imported lazily.
+
+The rest of the library asks this module questions ("is this an XLA tensor?", "which buffer is it?")
+so that ``import xla_ckpt`` and every eager feature work on machines without torch_xla.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+import os
+import re
+from types import ModuleType
+from typing import Any, Hashable, Optional
+
+import torch
+
+__all__ = [
+    "available",
+    "is_xla",
+    "buffer_key",
+    "buffer_nbytes",
+    "shape_nbytes",
+]
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> bool:
+    """True when torch_xla can be imported (without importing it)."""
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def _torch_xla() -> ModuleType:
+    import torch_xla  # noqa: PLC0415  (lazy on purpose)
+
+    return torch_xla
+
+
+def _xlac() -> Any:
+    return _torch_xla()._XLAC
+
+
+def is_xla(t: torch.Tensor) -> bool:
+    """True for a tensor on an XLA device; never imports torch_xla."""
+    return t.device.type == "xla"
+
+
+def shape_nbytes(t: torch.Tensor) -> int:
+    """Bytes of ``t`` computed from its shape.
+
+    On XLA ``numel()``/storage sizes can be stale after torch_xla replaces a tensor's data
+    (``_replace_xla_tensor``, used by FSDP), so the shape is the only reliable source.
+    """
+    return math.prod(t.shape) * t.element_size()
+
+
+def buffer_key(t: torch.Tensor) -> Hashable:
+    """Identity of the device buffer behind ``t``: equal keys mean the same memory.
+
+    XLA: every live XLA tensor id becomes its own device buffer once the graph runs, views included
+    (functionalization turns them into ``*_copy`` ops), so the key is the XLA tensor id.
+    Eager: views share their base's storage, so the key is the storage's address.
+    Neither forces a graph execution or a device-to-host copy.
+    """
+    if is_xla(t):
+        return ("xla", int(_xlac()._xla_get_tensor_id(t)))
+    storage = t.untyped_storage()
+    return (t.device.type, t.device.index, storage.data_ptr(), storage.nbytes())
+
+
+def buffer_nbytes(t: torch.Tensor) -> int:
+    """Bytes held by the buffer behind ``t`` (see :func:`buffer_key`)."""
+    if is_xla(t):
+        return shape_nbytes(t)
+    return t.untyped_storage().nbytes()
+
+
+# --------------------------------------------------------------------------- RNG
+
+
+def get_rng_state(device: torch.device) -> Any:
+    """The RNG state of one XLA device (an integer seed in torch_xla)."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    return xm.get_rng_state(device)
+
+
+def set_rng_state(state: Any, device: torch.device) -> None:
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    xm.set_rng_state(state, device)
+
+
+# --------------------------------------------------------------------------- fence
+
+
+def hardware_type(device: torch.device) -> str:
+    """'CPU', 'TPU', 'CUDA', ... for an XLA device."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    return str(xm.xla_device_hw(device))
+
+
+def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
+    """In-place XLA optimization barrier (effective on TPU/GPU; removed early by XLA:CPU)."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    xm.optimization_barrier_(tensors)
+
+
+# --------------------------------------------------------------------------- compiled peak
+
+_PEAK_RE = re.compile(r"Stack trace breakdown for peak usage:\s*([0-9]+)\s*bytes")
+
+
+def parse_peak_bytes(text: str) -> Optional[int]:
+    """The compiled program's peak from one ``*buffer-assignment.txt`` dump, or None."""
+    m = _PEAK_RE.search(text)
+    return int(m.group(1)) if m else None
+
+
+def compiled_peaks(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Peak bytes per compiled graph found in an ``--xla_dump_to`` folder, keyed by file name."""
+    out: dict[str, int] = {}
+    for name in sorted(os.listdir(dump_dir)):
+        if name.endswith("buffer-assignment.txt"):
+            with open(os.path.join(dump_dir, name), encoding="utf-8", errors="replace") as f:
+                peak = parse_peak_bytes(f.read())
+            if peak is not None:
+                out[name] = peak
+    return out
