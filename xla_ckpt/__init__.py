@@ -1,12 +1,20 @@
 """xla_ckpt: selective activation checkpointing for PyTorch/XLA and eager PyTorch."""
 
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
+from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
+from xla_ckpt._saved import weights_by_reference
+from xla_ckpt._tag import tag
 
 __all__ = [
     "Linear",
+    "SavedEntry",
+    "SavedReport",
     "linear",
     "linear_patched",
     "patch_linear",
+    "saved_activations",
+    "tag",
     "unpatch_linear",
+    "weights_by_reference",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,106 @@
+"""ONE saved-tensor hook pair that composes every feature: the ledger, weights by reference, checkpoint.
+
+``torch.autograd.graph.saved_tensors_hooks`` applies only the innermost pair, so features do not
+install pairs of their own: each one switches itself on in a thread-local state that this single
+``_pack`` / ``_unpack`` pair reads. Every feature enters the same pair, so nesting them in any order
+works, and leaving a ``with`` block (normally or by an exception) switches exactly that feature off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Optional, Protocol
+
+import torch
+
+from xla_ckpt._params import ParamSource, param_source
+
+__all__ = ["weights_by_reference", "hooks_for", "state", "Packed"]
+
+
+class Packed:
+    """Base of every object ``_pack`` returns in place of a tensor; ``unpack`` gives the tensor back."""
+
+    __slots__ = ()
+
+    def unpack(self) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _ByReference(Packed):
+    """A parameter (or a copy derived from one) kept by reference: re-derived at unpack."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: ParamSource) -> None:
+        self.source = source
+
+    def unpack(self) -> torch.Tensor:
+        return self.source.derive()
+
+
+class _Ledger(Protocol):
+    def record(self, t: torch.Tensor, source: Optional[ParamSource], *, by_reference: bool) -> None: ...
+
+
+class _Region(Protocol):
+    def pack(self, t: torch.Tensor) -> Packed: ...
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.ledgers: list[_Ledger] = []
+        self.by_reference = 0
+        self.region: Optional[_Region] = None  # a checkpoint region in its forward
+        self.recompute: Optional[_Region] = None  # a checkpoint region replaying in backward
+
+
+state = _State()
+
+
+def _pack(t: torch.Tensor) -> Any:
+    st = state
+    if st.recompute is not None:
+        return st.recompute.pack(t)
+    if st.region is not None:
+        # The region keeps its inputs and the outputs its policy saved, and reports them itself.
+        return st.region.pack(t)
+    source = param_source(t) if (st.ledgers or st.by_reference) else None
+    by_reference = bool(st.by_reference) and source is not None
+    for ledger in st.ledgers:
+        ledger.record(t, source, by_reference=by_reference)
+    return _ByReference(source) if by_reference else t
+
+
+def _unpack(packed: Any) -> torch.Tensor:
+    if isinstance(packed, Packed):
+        return packed.unpack()
+    return packed
+
+
+def hooks_for() -> contextlib.AbstractContextManager[None]:
+    """The one hook pair; every feature enters it (nesting the same pair is harmless)."""
+    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+
+
+@contextlib.contextmanager
+def weights_by_reference() -> Iterator[None]:
+    """Autograd keeps parameters, and copies derived from them, by reference.
+
+    A saved parameter is unpacked as the parameter's current value; a transposed / permuted /
+    viewed / dtype-cast copy (stock ``nn.Linear`` on XLA saves ``t_copy(weight)``, autocast saves
+    ``_to_copy(weight)``) is packed as a recipe and re-derived from the current parameter in
+    backward. No parameter-sized tensor is copied or held. Lets FSDP free and re-gather weights.
+
+    Example:
+        >>> with xla_ckpt.weights_by_reference():
+        ...     loss = model(x).sum()
+        >>> loss.backward()
+    """
+    with hooks_for():
+        state.by_reference += 1
+        try:
+            yield
+        finally:
+            state.by_reference -= 1

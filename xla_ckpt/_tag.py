@@ -1,0 +1,52 @@
+"""``tag(x, name)``: name a value by meaning, for name-based policies and for the saved-tensor report."""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+import torch
+from torch.utils.weak import WeakTensorKeyDictionary
+
+__all__ = ["tag", "tag_of"]
+
+_TAGS = WeakTensorKeyDictionary()
+
+
+class _TagListener(Protocol):
+    def on_tag(self, x: torch.Tensor, name: str) -> None: ...
+
+
+# The checkpoint region whose forward is running on this thread, if any (set by the engine).
+_listeners: list[_TagListener] = []
+
+
+def tag(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Identity that names ``x`` (like JAX's ``checkpoint_name``); returns ``x`` itself, no copy.
+
+    Inside :func:`xla_ckpt.checkpoint` the op that produced ``x`` carries ``name`` as
+    ``OpCall.tag``, so ``policies.save_only_these_names("qkv")`` can keep it. The
+    ``saved_activations()`` report shows the name.
+
+    Args:
+        x: the tensor to name.
+        name: a non-empty string.
+
+    Example:
+        >>> qkv = xla_ckpt.tag(self.qkv(x), "qkv")
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"xla_ckpt.tag: name must be a non-empty str, got {name!r}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"xla_ckpt.tag: expected a Tensor to tag {name!r}, got {type(x).__name__}")
+    _TAGS[x] = name
+    for listener in _listeners:
+        listener.on_tag(x, name)
+    return x
+
+
+def tag_of(t: torch.Tensor) -> Optional[str]:
+    """The tag of ``t`` or of the tensor it is a view of, else None."""
+    name = _TAGS.get(t)
+    if name is None and t._base is not None:
+        name = _TAGS.get(t._base)
+    return name
