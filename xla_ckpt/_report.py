@@ -60,8 +60,13 @@ class SavedReport:
         *,
         by_reference: bool = False,
         grad_fn: Optional[str] = None,
+        module: Optional[str] = None,
+        tag: Optional[str] = None,
     ) -> None:
-        """Add ``t``; ``by_reference`` means only the parameter it derives from is kept."""
+        """Add ``t``; ``by_reference`` means only the parameter it derives from is kept.
+
+        Checkpoint regions pass ``grad_fn`` (the op), ``module`` and ``tag`` of what they kept.
+        """
         kind: Kind = "activation"
         param_key = None
         if source is not None:
@@ -77,8 +82,8 @@ class SavedReport:
                 nbytes=_xla.buffer_nbytes(t),
                 kind=kind,
                 grad_fn=grad_fn,
-                module=_modules.current_name(),
-                tag=tag_of(t),
+                module=_modules.current_name() if module is None else module,
+                tag=tag_of(t) if tag is None else tag,
                 key=_xla.buffer_key(t),
                 param_key=param_key,
             )

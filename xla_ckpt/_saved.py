@@ -45,7 +45,9 @@ class _Ledger(Protocol):
 
 
 class _Region(Protocol):
-    def pack(self, t: torch.Tensor) -> Packed: ...
+    def pack(self, t: torch.Tensor) -> Any: ...
+
+    def on_tag(self, x: torch.Tensor, name: str) -> None: ...
 
 
 class _State(threading.local):

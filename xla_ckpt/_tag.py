@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from typing import Optional
 
 import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from xla_ckpt import _saved
+
 __all__ = ["tag", "tag_of"]
 
 _TAGS = WeakTensorKeyDictionary()
-
-
-class _TagListener(Protocol):
-    def on_tag(self, x: torch.Tensor, name: str) -> None: ...
-
-
-# The checkpoint region whose forward is running on this thread, if any (set by the engine).
-_listeners: list[_TagListener] = []
 
 
 def tag(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -39,8 +33,9 @@ def tag(x: torch.Tensor, name: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"xla_ckpt.tag: expected a Tensor to tag {name!r}, got {type(x).__name__}")
     _TAGS[x] = name
-    for listener in _listeners:
-        listener.on_tag(x, name)
+    region = _saved.state.region  # a checkpoint region whose forward is running on this thread
+    if region is not None:
+        region.on_tag(x, name)
     return x
 
 

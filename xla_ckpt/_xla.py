@@ -111,13 +111,14 @@ def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
 
 # --------------------------------------------------------------------------- compiled peak
 
-_PEAK_RE = re.compile(r"Stack trace breakdown for peak usage:\s*([0-9]+)\s*bytes")
+# XLA prints the number with digit-group separators: "peak usage: 8 131 592 bytes".
+_PEAK_RE = re.compile(r"Stack trace breakdown for peak usage:\s*([0-9][0-9 ,']*)\s*bytes")
 
 
 def parse_peak_bytes(text: str) -> Optional[int]:
     """The compiled program's peak from one ``*buffer-assignment.txt`` dump, or None."""
     m = _PEAK_RE.search(text)
-    return int(m.group(1)) if m else None
+    return int(re.sub(r"[^0-9]", "", m.group(1))) if m else None
 
 
 def compiled_peaks(dump_dir: str | os.PathLike[str]) -> dict[str, int]:

@@ -1,0 +1,62 @@
+"""Run one variant of an MLP stack on XLA:CPU as ONE graph (forward+backward) and print its compiled peak.
+
+Used by the tests in a fresh process per variant (XLA_FLAGS is read once per process):
+    python tests/xla_peak_probe.py VARIANT DUMP_DIR [--blocks N --d D --h H --batch B]
+prints one JSON line: {"peak": bytes, "dots": n, "grads": [...sums...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("variant")
+    p.add_argument("dump")
+    p.add_argument("--blocks", type=int, default=4)
+    p.add_argument("--d", type=int, default=64)
+    p.add_argument("--h", type=int, default=256)
+    p.add_argument("--batch", type=int, default=512)
+    a = p.parse_args()
+    os.environ["PJRT_DEVICE"] = "CPU"
+    os.environ["XLA_FLAGS"] = f"--xla_dump_to={a.dump} --xla_dump_hlo_as_text"
+    import torch
+    import torch_xla
+    from torch import nn
+
+    import xla_ckpt
+
+    dev = torch_xla.device()
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(
+        nn.Sequential(nn.Linear(a.d, a.h), nn.GELU(), nn.Linear(a.h, a.d)) for _ in range(a.blocks)
+    ).to(dev)
+    x = torch.randn(a.batch, a.d).to(dev).requires_grad_()
+    h = x
+    for blk in blocks:
+        if a.variant == "none":
+            h = blk(h)
+        elif a.variant == "torch_xla":
+            from torch_xla.utils.checkpoint import checkpoint as xcp
+
+            h = xcp(blk, h)
+        else:
+            h = xla_ckpt.checkpoint(blk, h, policy=a.variant)
+    h.square().sum().backward()
+    torch_xla.sync()
+    grads = [float(t.grad.abs().sum().cpu()) for t in [x, *blocks.parameters()]]
+    peaks = xla_ckpt._xla.compiled_peaks(a.dump)
+    # The forward+backward graph is the one with the largest peak (other graphs: data init, .cpu()).
+    name, peak = max(peaks.items(), key=lambda kv: kv[1])
+    hlo = name.replace("-buffer-assignment.txt", ".txt")
+    dots = open(os.path.join(a.dump, hlo)).read().count(" dot(") if os.path.exists(os.path.join(a.dump, hlo)) else -1
+    print(json.dumps({"peak": peak, "dots": dots, "grads": grads}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

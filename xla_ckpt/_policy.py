@@ -1,0 +1,87 @@
+"""What a policy sees (``OpCall``) and what it answers (``Decision``)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Optional, Union
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.utils._pytree import tree_leaves
+
+from xla_ckpt import _xla
+
+__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher"]
+
+
+class Decision(enum.Enum):
+    """What happens to an op's outputs inside :func:`xla_ckpt.checkpoint`."""
+
+    SAVE = "save"  # kept from forward to backward
+    RECOMPUTE = "recompute"  # dropped after forward, recomputed in backward
+
+    def __repr__(self) -> str:
+        return f"Decision.{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class OpCall:
+    """One ATen op run inside a checkpoint region, as a policy sees it.
+
+    Attributes:
+        op: the ``OpOverload`` (e.g. ``torch.ops.aten.mm.default``).
+        args, kwargs: its arguments; ``out``: its outputs (a tensor or a tuple).
+        module: fully qualified name of the innermost module running ("" at top level).
+        tag: the name given with :func:`xla_ckpt.tag` to this op's output, or None.
+        nbytes: bytes of the tensor outputs (from shapes); flops: torch's flop-counter estimate, 0 if unknown.
+    """
+
+    op: OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    out: Any
+    module: str = ""
+    tag: Optional[str] = None
+
+    @cached_property
+    def nbytes(self) -> int:
+        return sum(_xla.shape_nbytes(t) for t in tree_leaves(self.out) if isinstance(t, torch.Tensor))
+
+    @cached_property
+    def flops(self) -> int:
+        from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
+
+        formula = flop_registry.get(self.op.overloadpacket)
+        if formula is None:
+            return 0
+        try:
+            return int(formula(*self.args, **self.kwargs, out_val=self.out))
+        except Exception:  # a formula that cannot read these arguments: unknown, not an error
+            return 0
+
+    def __repr__(self) -> str:
+        return f"OpCall({self.op}, module={self.module!r}, tag={self.tag!r})"
+
+
+Policy = Callable[[OpCall], Decision]
+OpLike = Union[OpOverload, OpOverloadPacket]
+
+
+def op_matcher(ops: tuple[Any, ...], where: str) -> frozenset[OpLike]:
+    """Validate ``ops`` as op objects (never strings): a packet matches all of its overloads."""
+    out = []
+    for op in ops:
+        if not isinstance(op, (OpOverload, OpOverloadPacket)):
+            raise TypeError(
+                f"{where}: expected torch op objects such as torch.ops.aten.mm or torch.ops.aten.mm.default, "
+                f"got {op!r} ({type(op).__name__}); match ops by object, not by string"
+            )
+        out.append(op)
+    return frozenset(out)
+
+
+def matches(op: OpOverload, targets: frozenset[OpLike]) -> bool:
+    # torch's `op in [aten.mm]` compares an OpOverload to a packet and silently never matches.
+    return op in targets or op.overloadpacket in targets

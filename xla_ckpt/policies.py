@@ -1,0 +1,292 @@
+"""Built-in checkpoint policies, as values, and the one registry of their names.
+
+A policy is any callable ``(OpCall) -> Decision``. Parametrised ones are frozen dataclasses with a
+readable repr. ``names()`` is the only list of names: docs, config validation and tests read it.
+
+Example:
+    >>> from xla_ckpt import policies
+    >>> policies.get("save_only_these_names", names=["qkv"])
+    save_only_these_names('qkv')
+    >>> xla_ckpt.checkpoint(block, x, policy=policies.any_of(policies.dots_saveable, keep_norms))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, matches, op_matcher
+
+__all__ = [
+    "everything_saveable",
+    "nothing_saveable",
+    "dots_saveable",
+    "dots_with_no_batch_dims_saveable",
+    "save_only_these_names",
+    "save_any_names_but_these",
+    "save_ops",
+    "recompute_ops",
+    "any_of",
+    "all_of",
+    "from_torch",
+    "get",
+    "names",
+    "register",
+    "resolve",
+    "DOT_OPS",
+]
+
+aten = torch.ops.aten
+SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+
+
+def _packets(*names: str) -> frozenset[OpLike]:
+    # Some attention kernels exist only in some builds: take the ones this torch has.
+    return frozenset(getattr(aten, n) for n in names if hasattr(aten, n))
+
+
+_NO_BATCH_DOTS = frozenset({aten.mm, aten.addmm, aten.convolution})
+_BATCHED_DOTS = frozenset({aten.bmm, aten.baddbmm}) | _packets(
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+)
+DOT_OPS: frozenset[OpLike] = _NO_BATCH_DOTS | _BATCHED_DOTS
+"""Matmul-class ops (packets): mm, addmm, bmm, baddbmm, convolution, attention kernels."""
+
+
+@dataclass(frozen=True)
+class _Constant:
+    decision: Decision
+    name: str
+
+    def __call__(self, call: OpCall) -> Decision:
+        return self.decision
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+everything_saveable = _Constant(SAVE, "everything_saveable")
+"""Save every output: no recompute (memory as without checkpointing)."""
+nothing_saveable = _Constant(RECOMPUTE, "nothing_saveable")
+"""Recompute everything: only the region's inputs are kept."""
+
+
+@dataclass(frozen=True)
+class _SaveOps:
+    ops: frozenset[OpLike]
+    name: str
+    save: bool = True
+
+    def __call__(self, call: OpCall) -> Decision:
+        return SAVE if matches(call.op, self.ops) == self.save else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+dots_saveable = _SaveOps(DOT_OPS, "dots_saveable")
+"""Save matmul-class outputs (mm, addmm, bmm, baddbmm, convolution, attention kernels); recompute the rest."""
+dots_with_no_batch_dims_saveable = _SaveOps(_NO_BATCH_DOTS, "dots_with_no_batch_dims_saveable")
+"""Save projections (mm, addmm, convolution); recompute batched matmuls such as attention scores
+and everything else: Megatron's "selective" recomputation."""
+
+
+@dataclass(frozen=True)
+class save_ops:  # noqa: N801  (a value-like policy constructor, named like the built-ins)
+    """Save the outputs of these ops (``OpOverload`` or ``OpOverloadPacket``), recompute the rest."""
+
+    ops: frozenset[OpLike]
+
+    def __init__(self, *ops: OpLike) -> None:
+        object.__setattr__(self, "ops", op_matcher(ops, "policies.save_ops"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return SAVE if matches(call.op, self.ops) else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return f"save_ops({', '.join(sorted(map(str, self.ops)))})"
+
+
+@dataclass(frozen=True)
+class recompute_ops:  # noqa: N801
+    """Recompute the outputs of these ops, save the rest."""
+
+    ops: frozenset[OpLike]
+
+    def __init__(self, *ops: OpLike) -> None:
+        object.__setattr__(self, "ops", op_matcher(ops, "policies.recompute_ops"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return RECOMPUTE if matches(call.op, self.ops) else SAVE
+
+    def __repr__(self) -> str:
+        return f"recompute_ops({', '.join(sorted(map(str, self.ops)))})"
+
+
+def _check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad or not names:
+        raise TypeError(f"{where}: expected one or more non-empty tag names (str), got {names!r}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class save_only_these_names:  # noqa: N801
+    """Save only outputs tagged (``xla_ckpt.tag``) with one of these names; recompute the rest."""
+
+    names: tuple[str, ...]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", _check_names(names, "policies.save_only_these_names"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return SAVE if call.tag in self.names else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return f"save_only_these_names({', '.join(map(repr, self.names))})"
+
+
+@dataclass(frozen=True)
+class save_any_names_but_these:  # noqa: N801
+    """Save every output except those tagged with one of these names (which are recomputed)."""
+
+    names: tuple[str, ...]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", _check_names(names, "policies.save_any_names_but_these"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return RECOMPUTE if call.tag in self.names else SAVE
+
+    def __repr__(self) -> str:
+        return f"save_any_names_but_these({', '.join(map(repr, self.names))})"
+
+
+def _check_policies(ps: tuple[Any, ...], where: str) -> tuple[Policy, ...]:
+    if not ps:
+        raise TypeError(f"{where}: needs at least one policy")
+    return tuple(resolve(p, where=where) for p in ps)
+
+
+@dataclass(frozen=True)
+class any_of:  # noqa: N801
+    """Save when any of the policies says SAVE."""
+
+    policies: tuple[Policy, ...]
+
+    def __init__(self, *policies: Policy | str) -> None:
+        object.__setattr__(self, "policies", _check_policies(policies, "policies.any_of"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return SAVE if any(p(call) is SAVE for p in self.policies) else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return f"any_of({', '.join(map(repr, self.policies))})"
+
+
+@dataclass(frozen=True)
+class all_of:  # noqa: N801
+    """Save only when every policy says SAVE."""
+
+    policies: tuple[Policy, ...]
+
+    def __init__(self, *policies: Policy | str) -> None:
+        object.__setattr__(self, "policies", _check_policies(policies, "policies.all_of"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return SAVE if all(p(call) is SAVE for p in self.policies) else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return f"all_of({', '.join(map(repr, self.policies))})"
+
+
+@dataclass(frozen=True)
+class from_torch:  # noqa: N801
+    """Adapt a torch SAC policy ``(ctx, op, *args, **kwargs) -> CheckpointPolicy | bool``.
+
+    ``MUST_SAVE``/``PREFER_SAVE``/``True`` mean SAVE; the recompute ones and ``False`` mean RECOMPUTE.
+    """
+
+    fn: Callable[..., Any]
+
+    def __call__(self, call: OpCall) -> Decision:
+        from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext  # noqa: PLC0415
+
+        out = self.fn(SelectiveCheckpointContext(is_recompute=False), call.op, *call.args, **call.kwargs)
+        if isinstance(out, bool):
+            return SAVE if out else RECOMPUTE
+        if out in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
+            return SAVE
+        if out in (CheckpointPolicy.MUST_RECOMPUTE, CheckpointPolicy.PREFER_RECOMPUTE):
+            return RECOMPUTE
+        raise TypeError(
+            f"policies.from_torch({getattr(self.fn, '__name__', self.fn)!r}) returned {out!r} for {call.op}; "
+            "a torch SAC policy must return a CheckpointPolicy or a bool"
+        )
+
+    def __repr__(self) -> str:
+        return f"from_torch({getattr(self.fn, '__qualname__', repr(self.fn))})"
+
+
+# --------------------------------------------------------------------------- the registry
+
+_REGISTRY: dict[str, Callable[..., Policy]] = {}
+
+
+def register(name: str, factory: Callable[..., Policy]) -> None:
+    """Add a policy factory under ``name`` (``get(name, **params)`` calls ``factory(**params)``)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"policies.register: name must be an identifier, got {name!r}")
+    if name in _REGISTRY:
+        raise ValueError(f"policies.register: {name!r} is already registered")
+    if not callable(factory):
+        raise TypeError(f"policies.register: factory for {name!r} must be callable, got {factory!r}")
+    _REGISTRY[name] = factory
+
+
+def names() -> list[str]:
+    """Every registered policy name, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str, **params: Any) -> Policy:
+    """The policy registered as ``name``, built with ``params``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown checkpoint policy {name!r}; valid names: {', '.join(names())}")
+    try:
+        return _REGISTRY[name](**params)
+    except TypeError as e:
+        raise TypeError(f"policy {name!r}: bad parameters {params!r}: {e}") from None
+
+
+def resolve(policy: Any, where: str = "policy") -> Policy:
+    """A policy from a registered name or a callable; anything else is a clear error."""
+    if isinstance(policy, str):
+        return get(policy)
+    if callable(policy):
+        return policy
+    raise TypeError(f"{where}: expected a policy name ({', '.join(names())}) or a callable, got {policy!r}")
+
+
+def _constant(p: Policy) -> Callable[[], Policy]:
+    return lambda: p
+
+
+register("everything_saveable", _constant(everything_saveable))
+register("nothing_saveable", _constant(nothing_saveable))
+register("dots_saveable", _constant(dots_saveable))
+register("dots_with_no_batch_dims_saveable", _constant(dots_with_no_batch_dims_saveable))
+register("save_only_these_names", lambda names: save_only_these_names(*names))
+register("save_any_names_but_these", lambda names: save_any_names_but_these(*names))
+register("save_ops", lambda ops: save_ops(*ops))
+register("recompute_ops", lambda ops: recompute_ops(*ops))
+register("any_of", lambda policies: any_of(*policies))
+register("all_of", lambda policies: all_of(*policies))
+register("from_torch", lambda fn: from_torch(fn))
