@@ -15,7 +15,7 @@ from torch import nn
 import xla_ckpt
 from helpers import OpCounter, assert_same, grads_of
 from xla_ckpt import Decision, policies
-from xla_ckpt import _engine, _saved
+from xla_ckpt import _engine, _replay_state, _saved
 from xla_ckpt.models import Block, GPTConfig
 
 aten = torch.ops.aten
@@ -102,12 +102,12 @@ def _case(kind, device, policy):
         return (lambda x: xla_ckpt.checkpoint(f, x, scale=0.5, mode="scale", policy=policy),
                 lambda x: f(x, scale=0.5, mode="scale"), [x], params)
     if kind == "tuple":
-        def f(x):
+        def structured(x):
             h = blk(x)
             return {"h": h, "pair": (F.gelu(h), h.sum())}
 
         x.requires_grad_()
-        return (lambda x: xla_ckpt.checkpoint(f, x, policy=policy)), f, [x], params
+        return (lambda x: xla_ckpt.checkpoint(structured, x, policy=policy)), structured, [x], params
     if kind == "nested":
         def inner(h):
             return model.blocks[1](h)
@@ -347,8 +347,8 @@ def test_fence_is_exact_and_cheap(xla_device, monkeypatch):
                         list(model.parameters()))
 
     elements = []
-    original = _engine._Fence.apply
-    monkeypatch.setattr(_engine._Fence, "apply", lambda self, t: (elements.append(t.numel()), original(self, t))[1])
+    original = _replay_state.Fence.apply
+    monkeypatch.setattr(_replay_state.Fence, "apply", lambda self, t: (elements.append(t.numel()), original(self, t))[1])
     with FlopCounterMode(display=False) as counter:
         fenced = run()
     # One elementwise add per fenced element, against the step's matmul FLOPs.

@@ -8,7 +8,6 @@ prints one JSON line: {"peak": bytes, "dots": n, "grads": [...sums...]}
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys

@@ -41,7 +41,16 @@ class _ByReference(Packed):
 
 
 class _Ledger(Protocol):
-    def record(self, t: torch.Tensor, source: Optional[ParamSource], *, by_reference: bool) -> None: ...
+    def record(
+        self,
+        t: torch.Tensor,
+        source: Optional[ParamSource],
+        *,
+        by_reference: bool = False,
+        grad_fn: Optional[str] = None,
+        module: Optional[str] = None,
+        tag: Optional[str] = None,
+    ) -> None: ...
 
 
 class _Region(Protocol):
