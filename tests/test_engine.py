@@ -362,7 +362,8 @@ def test_fence_is_exact_and_cheap(xla_device, monkeypatch):
 def _probe(variant, tmp_path):
     out = subprocess.run(
         [sys.executable, os.path.join(HERE, "xla_peak_probe.py"), variant, str(tmp_path / variant),
-         "--blocks", "8", "--d", "128", "--h", "512", "--batch", "2048"],
+         # Activations dominate: bias-free Linear 64->256->64, batch 8192 (params 0.5 MiB).
+         "--blocks", "4", "--d", "64", "--h", "256", "--batch", "8192", "--no-bias"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -377,7 +378,8 @@ def test_compiled_peak_on_xla_cpu(xla_device, tmp_path):
         torch.testing.assert_close(torch.tensor(r[v]["grads"]), torch.tensor(r["none"]["grads"]))
     none = r["none"]["peak"]
     assert r["nothing_saveable"]["peak"] <= 0.6 * none, r
+    assert r["dots_saveable"]["peak"] <= 0.75 * none, r
     assert r["nothing_saveable"]["dots"] > r["none"]["dots"]  # recomputed matmuls kept
-    # dots_saveable on GELU MLPs can only drop the GELU output (see README): below both others.
-    assert r["dots_saveable"]["peak"] < none and r["dots_saveable"]["peak"] < r["torch_xla"]["peak"], r
-    assert r["nothing_saveable"]["peak"] < r["torch_xla"]["peak"]
+    assert r["dots_saveable"]["dots"] == r["none"]["dots"]  # saved matmuls not recomputed
+    for ours in ("nothing_saveable", "dots_saveable"):
+        assert r[ours]["peak"] < r["torch_xla"]["peak"], r

@@ -21,6 +21,7 @@ def main() -> None:
     p.add_argument("--d", type=int, default=64)
     p.add_argument("--h", type=int, default=256)
     p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--no-bias", action="store_true")
     a = p.parse_args()
     os.environ["PJRT_DEVICE"] = "CPU"
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={a.dump} --xla_dump_hlo_as_text"
@@ -33,7 +34,7 @@ def main() -> None:
     dev = torch_xla.device()
     torch.manual_seed(0)
     blocks = nn.ModuleList(
-        nn.Sequential(nn.Linear(a.d, a.h), nn.GELU(), nn.Linear(a.h, a.d)) for _ in range(a.blocks)
+        nn.Sequential(nn.Linear(a.d, a.h, bias=not a.no_bias), nn.GELU(), nn.Linear(a.h, a.d, bias=not a.no_bias)) for _ in range(a.blocks)
     ).to(dev)
     x = torch.randn(a.batch, a.d).to(dev).requires_grad_()
     h = x
