@@ -21,6 +21,11 @@ def grads_of(
     diff = [(o, c) for o, c in zip(outs, cot) if o.requires_grad]
     torch.autograd.backward([o for o, _ in diff], [c for _, c in diff])
     grads = [t.grad for t in list(inputs) + list(params)]
+    if any(o.device.type == "xla" for o in outs):
+        import torch_xla
+
+        # One graph for forward+backward and every grad; otherwise each later .cpu() compiles its own.
+        torch_xla.sync()
     return [o.detach() for o in outs], grads
 
 

@@ -1,14 +1,27 @@
 """xla_ckpt: selective activation checkpointing for PyTorch/XLA and eager PyTorch."""
 
 from xla_ckpt import policies
+from xla_ckpt._apply import ApplyReport, Wrapped, apply
+from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config
 from xla_ckpt._engine import CheckpointError, checkpoint
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
 from xla_ckpt._saved import weights_by_reference
 from xla_ckpt._tag import tag
+from xla_ckpt._wrap import checkpointed, uncheckpointed
 
 __all__ = [
+    "ApplyReport",
+    "Config",
+    "ConfigError",
+    "PolicySpec",
+    "Rule",
+    "Wrapped",
+    "apply",
+    "checkpointed",
+    "load_config",
+    "uncheckpointed",
     "CheckpointError",
     "Decision",
     "OpCall",

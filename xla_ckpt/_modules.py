@@ -39,25 +39,25 @@ def register_names(root: nn.Module, prefix: str = "") -> None:
         _REGISTERED[m] = name
 
 
-def _name_of(m: nn.Module) -> str:
+def _name_of(m: nn.Module, parent_pos: int) -> str:
+    """Name of ``m``, whose parent (if any) is ``_local.stack[parent_pos]`` (-1: no parent)."""
     name = _REGISTERED.get(m)
     if name is None:
         name = _session.get(m)
     if name is None:
-        parent = _local.stack[-1] if _local.stack else None
         name = ""
-        if parent is not None:
-            prefix = _name_of(parent)
+        if parent_pos >= 0:
+            parent = _local.stack[parent_pos]
+            prefix = _name_of(parent, parent_pos - 1)
             for child_name, child in parent.named_children():
-                full = f"{prefix}.{child_name}" if prefix else child_name
-                _session.setdefault(child, full)
+                _session.setdefault(child, f"{prefix}.{child_name}" if prefix else child_name)
             name = _session.get(m, "")
         _session[m] = name
     return name
 
 
 def _pre_hook(m: nn.Module, args: object) -> None:
-    _name_of(m)  # name it while its parent is on top of the stack
+    _name_of(m, len(_local.stack) - 1)  # name it while its parent is on top of the stack
     _local.stack.append(m)
 
 
@@ -71,7 +71,7 @@ def _post_hook(m: nn.Module, args: object, out: object) -> None:
 def current_name() -> str:
     """Fully qualified name of the innermost module running ("" at top level or untracked)."""
     stack = _local.stack
-    return _name_of(stack[-1]) if stack else ""
+    return _name_of(stack[-1], len(stack) - 2) if stack else ""
 
 
 def current_module() -> Optional[nn.Module]:
@@ -106,7 +106,6 @@ def entered(module: nn.Module) -> Iterator[None]:
     stack = _local.stack
     pushed = not stack or stack[-1] is not module
     if pushed:
-        _name_of(module)
         stack.append(module)
     try:
         yield

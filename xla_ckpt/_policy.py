@@ -85,3 +85,24 @@ def op_matcher(ops: tuple[Any, ...], where: str) -> frozenset[OpLike]:
 def matches(op: OpOverload, targets: frozenset[OpLike]) -> bool:
     # torch's `op in [aten.mm]` compares an OpOverload to a packet and silently never matches.
     return op in targets or op.overloadpacket in targets
+
+
+def op_name(op: OpLike) -> str:
+    """``aten.mm`` / ``aten.mm.default``: the name :func:`resolve_op` reads back (for pickling, configs)."""
+    if isinstance(op, OpOverload):
+        return f"{op.namespace}.{op._opname}.{op._overloadname}"
+    return f"{op._qualified_op_name.replace('::', '.')}"
+
+
+def resolve_op(name: str) -> OpLike:
+    """The op object named ``ns.op`` (all overloads) or ``ns.op.overload``; KeyError if there is none."""
+    parts = name.split(".")
+    ns = getattr(torch.ops, parts[0], None) if len(parts) in (2, 3) else None
+    packet = getattr(ns, parts[1], None) if ns is not None else None
+    if not isinstance(packet, OpOverloadPacket):
+        raise KeyError(name)
+    if len(parts) == 3:
+        if parts[2] not in packet.overloads():
+            raise KeyError(name)
+        return getattr(packet, parts[2])
+    return packet

@@ -102,3 +102,26 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+def llama_hf(
+    vocab_size: int = 512, d_model: int = 128, n_layer: int = 4, n_head: int = 4, seq_len: int = 128
+) -> nn.Module:
+    """A small Hugging Face ``LlamaForCausalLM`` from a ``LlamaConfig`` (random init, nothing downloaded).
+
+    Needs ``transformers`` (the ``test``/``bench`` extras).
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
+
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        intermediate_size=4 * d_model,
+        num_hidden_layers=n_layer,
+        num_attention_heads=n_head,
+        num_key_value_heads=n_head,
+        max_position_embeddings=seq_len,
+        attn_implementation="eager",
+        use_cache=False,
+    )
+    return LlamaForCausalLM(cfg)

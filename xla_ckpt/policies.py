@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, matches, op_matcher
+from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, matches, op_matcher, op_name, resolve_op
 
 __all__ = [
     "everything_saveable",
@@ -71,6 +71,9 @@ class _Constant:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_builtin, (self.name,))  # a module-level value: pickles by name
+
 
 everything_saveable = _Constant(SAVE, "everything_saveable")
 """Save every output: no recompute (memory as without checkpointing)."""
@@ -89,6 +92,9 @@ class _SaveOps:
 
     def __repr__(self) -> str:
         return self.name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_builtin, (self.name,))
 
 
 dots_saveable = _SaveOps(DOT_OPS, "dots_saveable")
@@ -113,6 +119,10 @@ class save_ops:  # noqa: N801  (a value-like policy constructor, named like the 
     def __repr__(self) -> str:
         return f"save_ops({', '.join(sorted(map(str, self.ops)))})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Op objects do not pickle: their names do.
+        return (_ops_policy, ('save_ops', tuple(sorted(op_name(o) for o in self.ops))))
+
 
 @dataclass(frozen=True)
 class recompute_ops:  # noqa: N801
@@ -128,6 +138,10 @@ class recompute_ops:  # noqa: N801
 
     def __repr__(self) -> str:
         return f"recompute_ops({', '.join(sorted(map(str, self.ops)))})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Op objects do not pickle: their names do.
+        return (_ops_policy, ('recompute_ops', tuple(sorted(op_name(o) for o in self.ops))))
 
 
 def _check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
@@ -233,6 +247,14 @@ class from_torch:  # noqa: N801
 
     def __repr__(self) -> str:
         return f"from_torch({getattr(self.fn, '__qualname__', repr(self.fn))})"
+
+
+def _builtin(name: str) -> Policy:
+    return globals()[name]
+
+
+def _ops_policy(kind: str, names: tuple[str, ...]) -> Policy:
+    return globals()[kind](*(resolve_op(n) for n in names))
 
 
 # --------------------------------------------------------------------------- the registry

@@ -1,0 +1,264 @@
+"""Typed, frozen checkpoint configuration; TOML, YAML and JSON files load into the same objects.
+
+Data only: nothing is exec'd or eval'd. Every error is a ``ConfigError`` naming the file, the dotted
+key (``checkpoint[1].policy``), the bad value and what is allowed (policy names from the registry).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+
+from xla_ckpt import policies
+from xla_ckpt._policy import Policy, resolve_op
+
+__all__ = ["Config", "Rule", "PolicySpec", "ConfigError", "load_config", "as_config", "glob_regex"]
+
+
+class ConfigError(ValueError):
+    """A configuration problem: ``<file>: <dotted key>: <what is wrong and what is allowed>``."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy name and its parameters (lists stored as tuples, nested specs as specs)."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def build(self) -> Policy:
+        kwargs = {k: _materialise(v, ops=k == "ops") for k, v in self.params}
+        return policies.get(self.name, **kwargs)
+
+    def __str__(self) -> str:
+        if not self.params:
+            return self.name
+        return f"{self.name}({', '.join(f'{k}={_show(v)}' for k, v in self.params)})"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Select modules by name glob and/or class name; wrap every ``every``-th with ``policy``."""
+
+    policy: PolicySpec
+    match: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    every: int = 1
+    enabled: bool = True  # false: an override that leaves the selected modules unwrapped
+
+    def describe(self) -> str:
+        sel = []
+        if self.match:
+            sel.append("match=" + ",".join(self.match))
+        if self.classes:
+            sel.append("classes=" + ",".join(self.classes))
+        if self.every != 1:
+            sel.append(f"every={self.every}")
+        return " ".join(sel)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Ordered rules (later ones override earlier ones) and the two library switches."""
+
+    checkpoint: tuple[Rule, ...] = ()
+    patch_linear: bool = False
+    weights_by_reference: bool = False
+    description: str = ""
+    source: str = field(default="<dict>", compare=False)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return str(v) if isinstance(v, PolicySpec) else repr(v)
+
+
+def _materialise(v: Any, ops: bool) -> Any:
+    """Config data to policy arguments: nested specs built, op names (under ``ops``) resolved."""
+    if isinstance(v, PolicySpec):
+        return v.build()
+    if isinstance(v, tuple):
+        return [_materialise(x, ops) for x in v]
+    if ops and isinstance(v, str):
+        return resolve_op(v)
+    return v
+
+
+_GLOB_OK = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
+
+
+def glob_regex(pattern: str) -> "re.Pattern[str]":
+    """A module-path glob as a regex: ``*`` stays within one path component, ``**`` crosses dots."""
+    if not pattern or not _GLOB_OK.match(pattern) or pattern.count("[") != pattern.count("]"):
+        raise ValueError(pattern)
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^.]*")
+        elif c == "?":
+            out.append("[^.]")
+        elif c == "[":
+            j = pattern.index("]", i)
+            body = pattern[i + 1 : j]
+            if not body or "[" in body:
+                raise ValueError(pattern)
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = j + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("^" + "".join(out) + "$")
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {key}: {msg}")
+
+    def keys(self, data: Any, key: str, allowed: set[str]) -> Mapping[str, Any]:
+        if not isinstance(data, Mapping):
+            raise self.fail(key or "<top>", f"expected a table/mapping, got {data!r}")
+        for k in data:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else str(k)
+                raise self.fail(where, f"unknown key {k!r}; allowed keys: {', '.join(sorted(allowed))}")
+        return data
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(x, str) and x for x in items):
+            raise self.fail(key, f"expected a string or a list of non-empty strings, got {value!r}")
+        return tuple(items)
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+    def config(self, data: Any) -> Config:
+        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "description"})
+        rules = d.get("checkpoint", [])
+        if not isinstance(rules, list):
+            raise self.fail("checkpoint", f"expected a list of rules ([[checkpoint]] tables), got {rules!r}")
+        desc = d.get("description", "")
+        if not isinstance(desc, str):
+            raise self.fail("description", f"expected a string, got {desc!r}")
+        return Config(
+            checkpoint=tuple(self.rule(r, f"checkpoint[{i}]") for i, r in enumerate(rules)),
+            patch_linear=self.boolean(d.get("patch_linear", False), "patch_linear"),
+            weights_by_reference=self.boolean(d.get("weights_by_reference", False), "weights_by_reference"),
+            description=desc,
+            source=self.source,
+        )
+
+    def rule(self, data: Any, key: str) -> Rule:
+        d = self.keys(data, key, {"match", "classes", "every", "policy", "enabled"})
+        match = self.strings(d["match"], f"{key}.match") if "match" in d else ()
+        for g in match:
+            try:
+                glob_regex(g)
+            except ValueError:
+                raise self.fail(f"{key}.match", f"bad glob {g!r}: use module-path characters, '*' (one path "
+                                "component), '**' (any depth), '?' and balanced '[...]'") from None
+        classes = self.strings(d["classes"], f"{key}.classes") if "classes" in d else ()
+        if not match and not classes:
+            raise self.fail(key, "a rule needs 'match' (module-path globs) and/or 'classes' (class names)")
+        every = d.get("every", 1)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise self.fail(f"{key}.every", f"expected an integer >= 1, got {every!r}")
+        enabled = self.boolean(d.get("enabled", True), f"{key}.enabled")
+        if "policy" not in d and enabled:
+            raise self.fail(f"{key}.policy", f"missing; allowed policies: {', '.join(policies.names())}")
+        spec = self.policy(d.get("policy", "nothing_saveable"), f"{key}.policy")
+        return Rule(policy=spec, match=match, classes=classes, every=every, enabled=enabled)
+
+    def policy(self, value: Any, key: str) -> PolicySpec:
+        if isinstance(value, str):
+            name, params = value, {}
+        elif isinstance(value, Mapping):
+            if "name" not in value:
+                raise self.fail(f"{key}.name", f"missing; allowed policies: {', '.join(policies.names())}")
+            name = value["name"]
+            params = {k: v for k, v in value.items() if k != "name"}
+        else:
+            raise self.fail(key, f"expected a policy name or a table with 'name', got {value!r}")
+        if name not in policies.names():
+            raise self.fail(key, f"unknown policy {name!r}; allowed: {', '.join(policies.names())}")
+        spec = PolicySpec(name, tuple((k, self.param(v, f"{key}.{k}")) for k, v in sorted(params.items())))
+        try:
+            spec.build()
+        except KeyError as e:
+            raise self.fail(key, f"unknown op {e.args[0]!r}; write ops as 'aten.<op>' or 'aten.<op>.<overload>'")
+        except (TypeError, ValueError) as e:
+            raise self.fail(key, str(e)) from None
+        return spec
+
+    def param(self, value: Any, key: str) -> Any:
+        if isinstance(value, list):
+            # A list under 'policies' holds nested policy specs; elsewhere plain values.
+            if key.endswith(".policies"):
+                return tuple(self.policy(v, f"{key}[{i}]") for i, v in enumerate(value))
+            return tuple(self.param(v, f"{key}[{i}]") for i, v in enumerate(value))
+        if isinstance(value, (str, int, float, bool)):
+            return value
+        raise self.fail(key, f"expected a string, number, boolean or list, got {value!r}")
+
+
+def _read(path: str) -> Any:
+    ext = os.path.splitext(path)[1].lower()
+    with open(path, "rb") as f:
+        raw = f.read()
+    if ext == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib  # noqa: PLC0415
+        else:  # pragma: no cover
+            import tomli as tomllib  # noqa: PLC0415
+        return tomllib.loads(raw.decode("utf-8"))
+    if ext in (".yaml", ".yml"):
+        import yaml  # noqa: PLC0415
+
+        return yaml.safe_load(raw) or {}
+    if ext == ".json":
+        return json.loads(raw)
+    raise ConfigError(f"{path}: unsupported config extension {ext!r}; use .toml, .yaml, .yml or .json")
+
+
+def load_config(path: Union[str, os.PathLike[str]]) -> Config:
+    """Load and validate a checkpoint config file (``.toml``, ``.yaml``/``.yml`` or ``.json``).
+
+    Example:
+        >>> cfg = xla_ckpt.load_config("policies/megatron_selective.toml")
+    """
+    path = os.fspath(path)
+    try:
+        data = _read(path)
+    except ConfigError:
+        raise
+    except Exception as e:  # syntax errors of any of the three formats
+        raise ConfigError(f"{path}: cannot parse: {e}") from None
+    return _Parser(path).config(data)
+
+
+def as_config(config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
+    """A ``Config`` from a ``Config``, a dict, or a file path."""
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return _Parser("<dict>").config(config)
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(config)
+    raise ConfigError(f"<config>: expected a Config, a dict or a path, got {type(config).__name__}")
