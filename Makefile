@@ -15,7 +15,7 @@ install: $(STAMP)
 
 # The memory benchmark on XLA:CPU with its defaults (TPU: see README).
 bench: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/demo_linear.py --device xla
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json bench/results/memory.json --plot bench/results/memory.png
 
 # The whole test suite; XLA tests run on XLA:CPU.
 test: $(STAMP)

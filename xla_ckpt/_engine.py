@@ -13,6 +13,7 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Optional
@@ -376,5 +377,13 @@ def checkpoint(fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveab
     if region.on_xla:
         for t in _tensors(out):
             if t.requires_grad:
-                t.register_hook(region.capture_grad)
+                # Weakly: the hook lives as long as the output's graph node, which the caller may keep
+                # (e.g. the loss) after backward; the region, its inputs and its cache must not.
+                t.register_hook(functools.partial(_capture_grad, weakref.ref(region)))
     return out
+
+
+def _capture_grad(ref: "weakref.ref[_Region]", grad: torch.Tensor) -> None:
+    region = ref()
+    if region is not None:
+        region.capture_grad(grad)

@@ -1,0 +1,201 @@
+"""Memory benchmark: every policy preset vs the alternatives, side by side, one fresh process each.
+
+    python bench/memory.py --device xla          # XLA:CPU here; a TPU VM: PJRT_DEVICE=TPU
+    python bench/memory.py --device cuda | cpu
+    python bench/memory.py --quick --json out.json --plot out.png
+
+Per variant: bytes autograd keeps (saved_activations), compiled peak (XLA, from --xla_dump_to), device
+peak (TPU/GPU-XLA: xm.get_memory_info; CUDA: max_memory_allocated), FLOPs of one step and the
+recompute share, median step time and its ratio to no checkpointing (same run), first-step time
+(XLA: compile), and the max abs difference of all parameter grads from no checkpointing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["xla", "cuda", "cpu"], default="xla")
+    p.add_argument("--model", choices=["gpt", "llama-hf"], default="gpt")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up step")
+    p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/)")
+    p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
+    p.add_argument("--json", help="write results (with the environment) to this path")
+    p.add_argument("--plot", help="write a PNG: memory vs step-time ratio, Pareto front highlighted")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab, a.steps = 2, 32, 2, 16, 2, 64, 2
+    return a
+
+
+def _variants(a: argparse.Namespace) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = [("none", None)]
+    if a.device == "xla":
+        out.append(("torch_xla", None))
+    out.append(("torch_sac", None))  # crashes on XLA in torch 2.9: recorded as a result
+    configs = a.policies or sorted(glob.glob(os.path.join(ROOT, "policies", "*.toml")))
+    for path in configs:
+        name = os.path.splitext(os.path.basename(path))[0]
+        if name != "none":
+            out.append((f"xla_ckpt:{name}", os.path.abspath(path)))
+    return out
+
+
+def _run_variant(spec: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"variant": spec["variant"], "error": f"worker exited {proc.returncode}: {tail[0][:200]}"}
+
+
+def _environment(a: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
+                           "machine": platform.machine(), "device": a.device,
+                           "PJRT_DEVICE": os.environ.get("PJRT_DEVICE"), "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
+    try:
+        import torch_xla
+
+        env["torch_xla"] = torch_xla.__version__
+    except ImportError:
+        env["torch_xla"] = None
+    if a.device == "cuda" and torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+    return env
+
+
+def _memory_key(device: str) -> str:
+    return {"xla": "compiled_peak_bytes", "cuda": "device_peak_bytes"}.get(device, "saved_bytes")
+
+
+def _derive(results: list[dict[str, Any]], grads: dict[str, Any]) -> None:
+    base = next(r for r in results if r["variant"] == "none")
+    for r in results:
+        if r.get("error"):
+            continue
+        if base.get("flops"):
+            r["recompute_flops"] = max(0, r["flops"] - base["flops"])
+            r["recompute_share"] = r["recompute_flops"] / r["flops"]
+        r["time_ratio"] = r["step_s"] / base["step_s"]
+        r["saved_ratio"] = r["saved_bytes"] / base["saved_bytes"] if base["saved_bytes"] else None
+        if r["variant"] in grads and "none" in grads:
+            r["grad_max_abs_diff"] = float((grads[r["variant"]] - grads["none"]).abs().max())
+        for k in ("compiled_peak_bytes", "device_peak_bytes"):
+            if r.get(k) and base.get(k):
+                r[k.replace("_bytes", "_ratio")] = r[k] / base[k]
+
+
+def _mib(n: Any) -> str:
+    return "-" if n is None else f"{n / 2**20:9.2f}"
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    head = (f"{'variant':30s} {'saved MiB':>9s} {'x none':>6s} {'peak MiB':>9s} {'x none':>6s} "
+            f"{'recomp%':>7s} {'step ms':>8s} {'x time':>6s} {'1st s':>6s} {'grad diff':>9s}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if r.get("error"):
+            lines.append(f"{r['variant']:30s} error: {r['error']}")
+            continue
+        peak = r.get("compiled_peak_bytes") or r.get("device_peak_bytes")
+        peak_ratio = r.get("compiled_peak_ratio") or r.get("device_peak_ratio")
+        lines.append(
+            f"{r['variant']:30s} {_mib(r['saved_bytes'])} {r.get('saved_ratio') or 0:6.2f} {_mib(peak)} "
+            f"{peak_ratio or 0:6.2f} {100 * r.get('recompute_share', 0):6.1f}% {1e3 * r['step_s']:8.1f} "
+            f"{r['time_ratio']:6.2f} {r['first_step_s']:6.1f} {r.get('grad_max_abs_diff', float('nan')):9.1e}"
+        )
+    return "\n".join(lines)
+
+
+def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(r["time_ratio"], r[key] / 2**20, r["variant"]) for r in results if not r.get("error") and r.get(key)]
+    front, best = [], float("inf")
+    for t, m, n in sorted(pts):  # Pareto: no other point is both faster and smaller
+        if m < best:
+            front.append((t, m, n))
+            best = m
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:gray")
+    ax.plot([p[0] for p in front], [p[1] for p in front], "-o", color="tab:red", label="Pareto front")
+    for t, m, n in pts:
+        ax.annotate(n.replace("xla_ckpt:", ""), (t, m), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("step time / no checkpointing")
+    ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    variants = _variants(a)
+    tmp = tempfile.mkdtemp(prefix="xla_ckpt_bench_")
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        def tqdm(x: Any, **_: Any) -> Any:
+            return x
+    import torch
+
+    results, grads = [], {}
+    bar = tqdm(variants, desc=f"variants on {a.device}", unit="variant", file=sys.stderr)
+    for name, config in bar:
+        bar.set_postfix_str(name)
+        spec = {"variant": name, "config": config, "device": a.device, "model": a.model, "layers": a.layers,
+                "d_model": a.d_model, "heads": a.heads, "seq": a.seq, "batch": a.batch, "vocab": a.vocab,
+                "dtype": a.dtype, "steps": a.steps, "dump_dir": os.path.join(tmp, "dump_" + name.replace(":", "_")),
+                "grads_path": os.path.join(tmp, name.replace(":", "_") + ".pt")}
+        r = _run_variant(spec)
+        if not r.get("error") and os.path.exists(spec["grads_path"]):
+            grads[name] = torch.load(spec["grads_path"])
+        results.append(r)
+    _derive(results, grads)
+    shutil.rmtree(tmp, ignore_errors=True)
+    title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
+    print(title)
+    print(_table(results))
+    doc = {"environment": _environment(a), "config": vars(a), "results": results}
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    if a.plot:
+        os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
+        _plot(results, _memory_key(a.device), a.plot, title)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
