@@ -85,6 +85,14 @@ def test_pickle_and_train_eval():
     assert model.layers[0].training
 
 
+def test_wrapped_forward_is_method_like():
+    """torch_xla's FSDPv2 requires ``module.forward.__func__`` (a method) on the module it wraps."""
+    blk = Block(GPTConfig(d_model=16, n_head=2))
+    xla_ckpt.checkpointed(blk, policy="dots_saveable")
+    assert blk.forward.__self__ is blk and blk.forward.__func__ is Block.forward
+    assert blk.forward.__func__ is not nn.Module.forward
+
+
 def test_double_wrap():
     blk = Block(GPTConfig(d_model=16, n_head=2))
     xla_ckpt.checkpointed(blk, policy="dots_saveable")

@@ -26,9 +26,12 @@ def _run(mode):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("mode", ["hooks", "linear", "stock"])
+@pytest.mark.parametrize("mode", ["hooks", "linear", "policy", "stock"])
 def test_xla_fsdp(xla_device, mode):
     r = _run(mode)
+    if mode == "policy":
+        # nothing_saveable keeps only the module input (4x16 fp32) instead of the activations.
+        assert r["nbytes"] == 4 * 16 * 4 < _run("linear")["nbytes"], r
     assert r["n_grads"] == 4 and r["max_abs_diff"] <= FSDP_ATOL, r
     if mode == "stock":
         # Stock nn.Linear with FSDP's own patch off: autograd holds the full transposed weight of

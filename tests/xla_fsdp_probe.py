@@ -29,8 +29,10 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
-    if mode == "linear":
+    if mode in ("linear", "policy"):
         xla_ckpt.patch_linear(model)
+    if mode == "policy":  # corrected linear + a checkpoint policy inside the FSDP-wrapped module
+        xla_ckpt.checkpointed(model, policy="nothing_saveable")
     model = FSDP(model.to(dev), _use_xla_patched_linear=False, flatten_parameters=False)
     x = x_cpu.to(dev)
     with xla_ckpt.saved_activations() as report:

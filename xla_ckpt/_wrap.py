@@ -27,6 +27,15 @@ class _CheckpointedForward:
         self.policy = policy
         self.inner = inner
 
+    # Method-like, so wrappers that inspect ``module.forward.__func__`` (torch_xla's FSDPv2) accept it.
+    @property
+    def __self__(self) -> nn.Module:
+        return self.module
+
+    @property
+    def __func__(self) -> Callable[..., Any]:
+        return type(self.module).forward
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fwd = self.inner if self.inner is not None else functools.partial(type(self.module).forward, self.module)
         with _modules.entered(self.module):
