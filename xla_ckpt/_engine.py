@@ -190,7 +190,6 @@ class _Region:
         self.n_packed = 0
         self.recomputed: Optional[list[Any]] = None
         self.grad: Optional[torch.Tensor] = None
-        self.fence_elements = 0
         # Region outputs that alias a saved output, weakly, with their version after forward: the
         # caller holds these objects (not our detached aliases) and may modify them in place.
         self.watched: dict[int, list[tuple[weakref.ref, int]]] = {}
@@ -316,8 +315,6 @@ class _Region:
                 f"{len(self.records)} ops and saved {self.n_packed}. The checkpointed function must run the same "
                 "ops on recompute."
             )
-        if fence is not None:
-            self.fence_elements += fence.elements
 
     @staticmethod
     def _barrier(tensors: list[torch.Tensor]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Iterator, Optional
+from typing import Iterator
 
 from torch import nn
 from torch.nn.modules import module as _module_mod
@@ -72,11 +72,6 @@ def current_name() -> str:
     """Fully qualified name of the innermost module running ("" at top level or untracked)."""
     stack = _local.stack
     return _name_of(stack[-1], len(stack) - 2) if stack else ""
-
-
-def current_module() -> Optional[nn.Module]:
-    stack = _local.stack
-    return stack[-1] if stack else None
 
 
 @contextlib.contextmanager

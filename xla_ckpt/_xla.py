@@ -22,6 +22,12 @@ __all__ = [
     "buffer_key",
     "buffer_nbytes",
     "shape_nbytes",
+    "get_rng_state",
+    "set_rng_state",
+    "hardware_type",
+    "optimization_barrier_",
+    "parse_peak_bytes",
+    "compiled_peaks",
 ]
 
 
