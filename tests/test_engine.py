@@ -273,6 +273,26 @@ def test_recompute_mismatch_is_an_error():
     _no_state_left()
 
 
+def test_recompute_graph_is_freed():
+    """Ops that save their own output (softmax, exp) must not make the recompute graph leak."""
+    import gc
+    import weakref
+
+    lin = nn.Linear(D, D)
+    refs = []
+
+    def f(x):
+        y = torch.softmax(lin(x), -1).exp()
+        refs.append(weakref.ref(y))  # one per forward and one per recompute
+        return y
+
+    for _ in range(3):
+        x = torch.randn(B, D, requires_grad=True)
+        xla_ckpt.checkpoint(f, x, policy="nothing_saveable").sum().backward()
+    gc.collect()
+    assert len(refs) == 6 and all(r() is None for r in refs), [r() is None for r in refs]
+
+
 def test_backward_twice_is_a_clear_error():
     _, y = _mlp_kept(policies.dots_saveable)
     y.sum().backward(retain_graph=False)

@@ -100,6 +100,18 @@ class _Used:
 _USED = _Used()
 
 
+class _Discarded(_saved.Packed):
+    """What the recompute graph keeps in place of its saved tensors: it is never unpacked."""
+
+    __slots__ = ()
+
+    def unpack(self) -> torch.Tensor:
+        raise CheckpointError("internal: the recompute graph of a checkpoint region was backpropagated through")
+
+
+_DISCARDED = _Discarded()
+
+
 class _ForwardMode(TorchDispatchMode):
     def __init__(self, region: "_Region") -> None:
         super().__init__()
@@ -262,8 +274,12 @@ class _Region:
     def pack(self, t: torch.Tensor) -> Any:
         if _saved.state.recompute is self:
             assert self.recomputed is not None
-            self.recomputed.append(t)
-            return t
+            # Detached, and a placeholder for the throwaway recompute graph: returning ``t`` itself
+            # would let that graph's nodes hold their own outputs (softmax, exp save their result), a
+            # cycle through C++ that Python's GC cannot break: every recompute graph would leak, and
+            # on XLA its tensors would become outputs of the step's graph.
+            self.recomputed.append(t.detach())
+            return _DISCARDED
         self.n_packed += 1
         return _Slot(self, self.n_packed - 1)
 
