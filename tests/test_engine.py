@@ -379,11 +379,14 @@ def test_fence_is_exact_and_cheap(xla_device, monkeypatch):
         assert torch.equal(a.cpu(), b.cpu())
 
 
-def _probe(variant, tmp_path):
+MLP_PROBE = ("--blocks", "4", "--d", "64", "--h", "256", "--batch", "8192", "--no-bias")
+GPT_PROBE = ("--gpt", "--blocks", "4", "--d", "128", "--h", "128", "--batch", "8")
+
+
+def _probe(variant, tmp_path, args=MLP_PROBE):
     out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "xla_peak_probe.py"), variant, str(tmp_path / variant),
-         # Activations dominate: bias-free Linear 64->256->64, batch 8192 (params 0.5 MiB).
-         "--blocks", "4", "--d", "64", "--h", "256", "--batch", "8192", "--no-bias"],
+        # MLP_PROBE: activations dominate, bias-free Linear 64->256->64, batch 8192 (params 0.5 MiB).
+        [sys.executable, os.path.join(HERE, "xla_peak_probe.py"), variant, str(tmp_path / variant), *args],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -402,4 +405,22 @@ def test_compiled_peak_on_xla_cpu(xla_device, tmp_path):
     assert r["nothing_saveable"]["dots"] > r["none"]["dots"]  # recomputed matmuls kept
     assert r["dots_saveable"]["dots"] == r["none"]["dots"]  # saved matmuls not recomputed
     for ours in ("nothing_saveable", "dots_saveable"):
+        assert r[ours]["peak"] < r["torch_xla"]["peak"], r
+
+
+@pytest.mark.xla
+def test_compiled_peak_gpt_blocks(xla_device, tmp_path):
+    """Attention blocks (softmax saves its output): recompute must lower the peak here too.
+
+    Regression: when recompute graphs leaked, their tensors became outputs of the step graph and
+    nothing_saveable compiled to more than twice the no-checkpointing peak.
+    """
+    r = {v: _probe(v, tmp_path, GPT_PROBE)
+         for v in ["none", "torch_xla", "nothing_saveable", "dots_with_no_batch_dims_saveable"]}
+    for v in r:
+        torch.testing.assert_close(torch.tensor(r[v]["grads"]), torch.tensor(r["none"]["grads"]))
+    none = r["none"]["peak"]
+    assert r["nothing_saveable"]["peak"] <= 0.6 * none, r
+    assert r["dots_with_no_batch_dims_saveable"]["peak"] <= 0.75 * none, r
+    for ours in ("nothing_saveable", "dots_with_no_batch_dims_saveable"):
         assert r[ours]["peak"] < r["torch_xla"]["peak"], r

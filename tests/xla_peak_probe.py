@@ -22,6 +22,7 @@ def main() -> None:
     p.add_argument("--h", type=int, default=256)
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--gpt", action="store_true", help="GPT blocks (attention + MLP), input (batch, seq=h, d)")
     a = p.parse_args()
     os.environ["PJRT_DEVICE"] = "CPU"
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={a.dump} --xla_dump_hlo_as_text"
@@ -33,10 +34,17 @@ def main() -> None:
 
     dev = torch_xla.device()
     torch.manual_seed(0)
-    blocks = nn.ModuleList(
-        nn.Sequential(nn.Linear(a.d, a.h, bias=not a.no_bias), nn.GELU(), nn.Linear(a.h, a.d, bias=not a.no_bias)) for _ in range(a.blocks)
-    ).to(dev)
-    x = torch.randn(a.batch, a.d).to(dev).requires_grad_()
+    if a.gpt:
+        from xla_ckpt.models import Block, GPTConfig
+
+        blocks = nn.ModuleList(Block(GPTConfig(d_model=a.d, n_head=4, seq_len=a.h)) for _ in range(a.blocks)).to(dev)
+        x = torch.randn(a.batch, a.h, a.d).to(dev).requires_grad_()
+    else:
+        blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(a.d, a.h, bias=not a.no_bias), nn.GELU(), nn.Linear(a.h, a.d, bias=not a.no_bias))
+            for _ in range(a.blocks)
+        ).to(dev)
+        x = torch.randn(a.batch, a.d).to(dev).requires_grad_()
     h = x
     for blk in blocks:
         if a.variant == "none":
