@@ -48,6 +48,7 @@ _VIEW_COPIES = frozenset(
 #   varying number of them (a layer norm's input view appears in forward, not in the recompute).
 _IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
 _skip_cache: dict[Any, bool] = {}
+_mutable_cache: dict[Any, bool] = {}
 
 
 def _skipped(op: Any) -> bool:
@@ -198,7 +199,7 @@ class _Region:
         self.on_xla = any(d.type == "xla" for d in devices)
         self.records: list[_Record] = []
         self.cache: dict[int, tuple[Any, tuple[int, ...]]] = {}
-        self.pending: list[tuple[OpCall, Policy]] = []
+        self.pending: Optional[tuple[OpCall, Policy]] = None  # the latest op, decided when the next arrives
         self.n_packed = 0
         self.recomputed: Optional[list[Any]] = None
         self.grad: Optional[torch.Tensor] = None
@@ -211,24 +212,30 @@ class _Region:
         # The latest op stays pending until the next one, so that tag() on its output (or on a view
         # of it) can still name it: ops are decided with their tag.
         self.flush()
-        self.pending.append((call, self.policies[-1]))
+        self.pending = (call, self.policies[-1])
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:
         # By buffer, not object: on XLA the mode sees the tensors under the functionalization
         # wrappers that the user holds (same XLA tensor id, other Python object).
+        if self.pending is None:
+            return  # x was not made by an op of this region (or not by the latest one)
+        call, policy = self.pending
         targets = {_xla.buffer_key(x)} | ({_xla.buffer_key(x._base)} if x._base is not None else set())
-        for i, (call, policy) in enumerate(self.pending):
-            if any(_xla.buffer_key(t) in targets for t in _tensors(call.out)):
-                self.pending[i] = (replace(call, tag=name), policy)
+        if any(_xla.buffer_key(t) in targets for t in _tensors(call.out)):
+            self.pending = (replace(call, tag=name), policy)
 
     def flush(self) -> None:
-        for call, policy in self.pending:
+        if self.pending is not None:
+            call, policy = self.pending
+            self.pending = None
             self._decide(call, policy)
-        self.pending.clear()
 
     def _decide(self, call: OpCall, policy: Policy) -> None:
         op = call.op
-        if op._schema.is_mutable:
+        mutable = _mutable_cache.get(op)
+        if mutable is None:
+            mutable = _mutable_cache[op] = op._schema.is_mutable
+        if mutable:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
         else:
             decision = policy(call)
