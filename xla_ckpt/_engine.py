@@ -1,12 +1,21 @@
 """The selective checkpoint engine: per-op SAVE / RECOMPUTE decisions, replayed by position.
 
-Forward: ``fn`` runs under a dispatch mode; each ATen op becomes an ``OpCall`` that the policy
-decides on. SAVE outputs are cached (detached aliases); everything autograd wants to save inside
-the region is packed as a slot handle instead of a tensor. Backward: the first unpack of a slot
-re-runs ``fn`` under a replay mode that hands out cached outputs at SAVE positions and recomputes
-the rest, checking op identity, shapes and dtypes position by position.
+Forward (``_ForwardMode``): ``fn`` runs under a dispatch mode; each ATen op becomes an ``OpCall`` that
+the policy decides on and a ``Record`` of what the replay must reproduce (``_record.py``). SAVE
+outputs are cached (detached aliases); everything autograd saves inside the region is packed as a
+slot handle instead of a tensor. Backward: the first unpack of a slot re-runs ``fn`` under the
+replay mode (``_replay.py``), which hands out cached outputs at SAVE positions and recomputes and
+checks the rest.
 
-On XLA the recomputation is fenced on the incoming gradient (see ``_Fence``), so the compiler can
+What the region protects, so that a gradient is exact or a ``CheckpointError`` (never silently wrong):
+- a saved output modified in place later (inside fn: the op is demoted to recompute; after the
+  forward: an error at backward);
+- region inputs: fn's own in-place updates replay from a copy taken before the first write; an
+  input modified after the forward is an error at backward, as autograd's version check is;
+- the RNG stream: restored for the replay, advanced by saved random ops too, checked at the end
+  (another thread drawing from the same generator is an error, not a different dropout mask).
+
+On XLA the recomputation is fenced on the incoming gradient (see ``Fence``), so the compiler can
 neither merge it with its forward twin (CSE) nor schedule it before the gradient exists.
 """
 
@@ -15,70 +24,25 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_map
 
 from xla_ckpt import _modules, _saved, _xla
-from xla_ckpt._replay_state import Fence as _Fence, RNGState as _RNG, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
+from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, tensors, written
+from xla_ckpt._replay import ReplayMode
+from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices, draw_source
 from xla_ckpt.policies import resolve
 
 __all__ = ["checkpoint", "CheckpointError"]
 
-aten = torch.ops.aten
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
-
-# Functionalization turns views into *_copy ops on XLA: they are views for our purposes.
-_VIEW_COPIES = frozenset(
-    {aten.t_copy, aten.view_copy, aten.transpose_copy, aten.permute_copy, aten.expand_copy, aten._unsafe_view,
-     aten.alias_copy, aten.slice_copy, aten.select_copy, aten.split_copy, aten.split_with_sizes_copy,
-     aten.unsqueeze_copy, aten.squeeze_copy, aten.as_strided_copy, aten.diagonal_copy, aten.unbind_copy,
-     aten.detach_copy}
-)
-
-
-# Ops that are neither decided nor replayed by position, just run:
-# - detach / lift_fresh: emitted or skipped depending on context (torch's own SAC ignores them too);
-# - views: free to replay, must alias their replayed base, and on XLA functionalization emits a
-#   varying number of them (a layer norm's input view appears in forward, not in the recompute).
-_IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
-_skip_cache: dict[Any, bool] = {}
-_mutable_cache: dict[Any, bool] = {}
-
-
-def _skipped(op: Any) -> bool:
-    skip = _skip_cache.get(op)
-    if skip is None:
-        skip = _skip_cache[op] = op.overloadpacket in _IGNORED or _is_view(op)
-    return skip
-
-
-class CheckpointError(RuntimeError):
-    """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
-
-
-def _is_view(op: Any) -> bool:
-    return op.is_view or op.overloadpacket in _VIEW_COPIES
-
-
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
-
-
-@dataclass
-class _Record:
-    """What forward ran at one position (no tensors: metadata only)."""
-
-    op: Any
-    decision: Decision
-    meta: tuple[tuple[tuple[int, ...], torch.dtype], ...]
-    module: str
-    tag: Optional[str]
+_tensors = tensors  # kept for callers of the old name
 
 
 class _Slot(_saved.Packed):
@@ -87,7 +51,7 @@ class _Slot(_saved.Packed):
     __slots__ = ("region", "index")
 
     def __init__(self, region: "_Region", index: int) -> None:
-        self.region = region
+        self.region = region  # one way only: a region that held its slots would be a cycle (freed late)
         self.index = index
 
     def unpack(self) -> torch.Tensor:
@@ -101,18 +65,6 @@ class _Used:
 _USED = _Used()
 
 
-class _Discarded(_saved.Packed):
-    """What the recompute graph keeps in place of its saved tensors: it is never unpacked."""
-
-    __slots__ = ()
-
-    def unpack(self) -> torch.Tensor:
-        raise CheckpointError("internal: the recompute graph of a checkpoint region was backpropagated through")
-
-
-_DISCARDED = _Discarded()
-
-
 class _ForwardMode(TorchDispatchMode):
     def __init__(self, region: "_Region") -> None:
         super().__init__()
@@ -123,120 +75,137 @@ class _ForwardMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if not self.busy and not _skipped(func):
-            self.busy = True
-            try:
-                self.region.on_op(OpCall(func, args, kwargs, out, _modules.current_name()))
-            finally:
-                self.busy = False
-        return out
-
-
-class _ReplayMode(TorchDispatchMode):
-    def __init__(self, region: "_Region", fence: Optional[_Fence]) -> None:
-        super().__init__()
-        self.region = region
-        self.fence = fence
-        self.pos = 0
-        self.busy = False  # see _ForwardMode.busy: the fence's own adds are not fn's ops
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if self.busy or _skipped(func):
+        info = op_info(func)
+        if self.busy:
             return func(*args, **kwargs)
-        region, pos = self.region, self.pos
-        self.pos += 1
-        if pos >= len(region.records):
-            raise CheckpointError(
-                f"recomputation ran more ops than the forward ({len(region.records)}); extra op {func}. "
-                "The checkpointed function must run the same ops on recompute (no data-dependent Python "
-                "control flow on values that differ, no state changed between forward and backward)."
-            )
-        rec = region.records[pos]
-        if rec.op != func:
-            raise CheckpointError(
-                f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
-                f"recompute ran {func}. The checkpointed function must be deterministic in its ops."
-            )
-        if rec.decision is SAVE:
-            cached, versions = region.cache[pos]
-            watched = [(r(), v) for r, v in region.watched.get(pos, ())]
-            for t, v in list(zip(_tensors(cached), versions)) + [(t, v) for t, v in watched if t is not None]:
-                if t._version != v:
-                    raise CheckpointError(
-                        f"an output of {func} (module '{rec.module}') that the policy saved was modified in "
-                        "place after the checkpointed forward; the gradient would be wrong. Clone it before "
-                        "modifying it, or let the policy recompute this op."
-                    )
-            if self.fence is None:
-                return cached
+        region = self.region
+        if info.skipped:
+            if region.on_xla and func._schema.name == "aten::_propagate_xla_data":
+                region.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
+            return func(*args, **kwargs)
+        if info.mutable and not region.on_xla:
             self.busy = True
             try:
-                return tree_map(lambda t: self.fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+                region.before_write(written(info, args, kwargs))
+            finally:
+                self.busy = False
+        draw = None
+        if info.random and not region.on_xla:
+            self.busy = True
+            try:
+                draw = _Draw(draw_source(kwargs, args))
             finally:
                 self.busy = False
         out = func(*args, **kwargs)
-        meta = tuple((tuple(t.shape), t.dtype) for t in _tensors(out))
-        if meta != rec.meta:
-            raise CheckpointError(
-                f"recomputation of {func} in module '{rec.module}' (op #{pos}) produced {meta}, the forward "
-                f"produced {rec.meta} (shapes, dtypes). The checkpointed function must recompute the same values."
-            )
+        self.busy = True
+        try:
+            if draw is not None:
+                draw.done()
+            region.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw)
+        finally:
+            self.busy = False
         return out
 
 
 class _Region:
     """One checkpointed call: its inputs, decisions, cached outputs and recompute."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, verify: bool) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
-        inputs = _tensors((args, kwargs))
-        devices = _devices(inputs)
+        self.verify = verify
+        self.inputs = tensors((args, kwargs))
+        devices = _devices(self.inputs)
         self.policies = [policy]
-        self.rng = _RNG(devices)
         self.autocast = _autocast_state(devices)
         self.on_xla = any(d.type == "xla" for d in devices)
-        self.records: list[_Record] = []
-        self.cache: dict[int, tuple[Any, tuple[int, ...]]] = {}
-        self.pending: Optional[tuple[OpCall, Policy]] = None  # the latest op, decided when the next arrives
+        self.records: list[Record] = []
+        self.cache: dict[int, tuple[Any, tuple[tuple[weakref.ref, int], ...]]] = {}
+        # The latest op, decided when the next arrives (so a tag on its output can still name it).
+        self.pending: Optional[tuple[OpCall, Policy, OpInfo, tuple, Optional[_Draw]]] = None
+        # What autograd saved, while the forward runs (detached: no cycle through grad_fn): an
+        # autograd.grad inside fn unpacks it before any recompute could exist. None after forward.
+        self.early: Optional[list[torch.Tensor]] = []
         self.n_packed = 0
         self.recomputed: Optional[list[Any]] = None
         self.grad: Optional[torch.Tensor] = None
         # Region outputs that alias a saved output, weakly, with their version after forward: the
         # caller holds these objects (not our detached aliases) and may modify them in place.
         self.watched: dict[int, list[tuple[weakref.ref, int]]] = {}
+        # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
+        self.input_storages = {} if self.on_xla else {_xla.buffer_key(t): i for i, t in enumerate(self.inputs)}
+        self.input_xla_keys = {_xla.buffer_key(t): i for i, t in enumerate(self.inputs)} if self.on_xla else {}
+        self.pristine: dict[int, torch.Tensor] = {}
+        self.cache_keys: dict[Any, int] = {}  # eager: storage of each saved output -> its position
+        self.pending_written = False  # the pending op's output was written in place before its decision
+        # What autograd saved: storage -> slot indices, and each tensor's version when saved; slots
+        # whose tensor fn wrote to after saving it (autograd would refuse them at backward).
+        self.packed_keys: dict[Any, list[int]] = {}
+        self.packed_versions: list[tuple[weakref.ref, int]] = []
+        self.dirty: set[int] = set()
+        self.input_versions: tuple[int, ...] = ()
 
     # -- forward ------------------------------------------------------------------------------
-    def on_op(self, call: OpCall) -> None:
-        # The latest op stays pending until the next one, so that tag() on its output (or on a view
-        # of it) can still name it: ops are decided with their tag.
+    def before_write(self, targets: list[torch.Tensor]) -> None:
+        """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
+
+        A region input gets a copy of its value before the first write (the replay starts from it);
+        a saved output (or the latest op's, still undecided) is demoted to recompute, so the replay
+        runs the op and then the write again instead of writing twice into the forward's value.
+        """
+        for t in targets:
+            key = _xla.buffer_key(t)
+            self.dirty.update(self.packed_keys.get(key, ()))
+            i = self.input_storages.get(key)
+            if i is not None and i not in self.pristine:
+                self.pristine[i] = self.inputs[i].detach().clone()
+            pos = self.cache_keys.pop(key, None)
+            if pos is not None and pos in self.cache:
+                del self.cache[pos]
+                self.records[pos] = replace(self.records[pos], decision=RECOMPUTE)
+            if self.pending is not None and not self.pending_written:
+                self.pending_written = any(_xla.buffer_key(o) == key for o in tensors(self.pending[0].out))
+
+    def on_xla_write(self, old: torch.Tensor) -> None:
+        key = _xla.buffer_key(old)
+        self.dirty.update(self.packed_keys.get(key, ()))
+        i = self.input_xla_keys.get(key)
+        if i is not None and i not in self.pristine:
+            self.pristine[i] = old  # the value before the write (XLA tensors are immutable underneath)
+
+    def on_op(self, call: OpCall, info: OpInfo, draw: Optional[_Draw]) -> None:
         self.flush()
-        self.pending = (call, self.policies[-1])
+        # Versions now, not when decided: an in-place op right after this one must count as a write.
+        # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
+        # version counter): if one is alive and its version moved, it was written in place.
+        versions = tuple((weakref.ref(t), t._version) for t in tensors(call.out))
+        self.pending = (call, self.policies[-1], info, versions, draw)
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:
         # By buffer, not object: on XLA the mode sees the tensors under the functionalization
         # wrappers that the user holds (same XLA tensor id, other Python object).
         if self.pending is None:
             return  # x was not made by an op of this region (or not by the latest one)
-        call, policy = self.pending
+        call = self.pending[0]
         targets = {_xla.buffer_key(x)} | ({_xla.buffer_key(x._base)} if x._base is not None else set())
-        if any(_xla.buffer_key(t) in targets for t in _tensors(call.out)):
-            self.pending = (replace(call, tag=name), policy)
+        if any(_xla.buffer_key(t) in targets for t in tensors(call.out)):
+            self.pending = (replace(call, tag=name),) + self.pending[1:]
 
     def flush(self) -> None:
         if self.pending is not None:
-            call, policy = self.pending
-            self.pending = None
-            self._decide(call, policy)
+            pending, self.pending = self.pending, None
+            written, self.pending_written = self.pending_written, False
+            self._decide(*pending, written=written)
 
-    def _decide(self, call: OpCall, policy: Policy) -> None:
+    def _decide(self, call: OpCall, policy: Policy, info: OpInfo, versions: tuple[tuple[weakref.ref, int], ...],
+                draw: Optional[_Draw], written: bool = False) -> None:
         op = call.op
-        mutable = _mutable_cache.get(op)
-        if mutable is None:
-            mutable = _mutable_cache[op] = op._schema.is_mutable
-        if mutable:
+        if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
+        elif info.random and self.on_xla:
+            # torch_xla's RNG cannot be put back exactly (each sync advances a base seed that can only
+            # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
+            # exact masks, and the caller's RNG state after backward is the unchecked run's.
+            decision = SAVE
         else:
             decision = policy(call)
             if not isinstance(decision, Decision):
@@ -244,34 +213,47 @@ class _Region:
                     f"checkpoint policy {policy!r} returned {decision!r} for {op} in module '{call.module}'; "
                     "a policy must return xla_ckpt.Decision.SAVE or Decision.RECOMPUTE"
                 )
-        outs = _tensors(call.out)
         pos = len(self.records)
-        self.records.append(_Record(op, decision, tuple((tuple(t.shape), t.dtype) for t in outs), call.module, call.tag))
+        self.records.append(
+            Record(op, info, decision, signature(call.args, call.kwargs), out_meta(call.out), call.module, call.tag,
+                   draw)
+        )
         if decision is SAVE:
             # Detached aliases: no copy, and no reference cycle through the autograd graph.
             cached = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, call.out)
-            self.cache[pos] = (cached, tuple(t._version for t in _tensors(cached)))
+            self.cache[pos] = (cached, versions)
+            if not self.on_xla:
+                for t in tensors(cached):
+                    self.cache_keys[_xla.buffer_key(t)] = pos
 
     def finish_forward(self) -> None:
         self.flush()
-        for pos, (cached, versions) in list(self.cache.items()):
-            if any(t._version != v for t, v in zip(_tensors(cached), versions)):
+        self.early = None
+        for pos, (_, versions) in list(self.cache.items()):
+            if _written(versions):
                 # Mutated in place later inside fn: replaying the op (and the mutation) stays exact.
                 del self.cache[pos]
                 self.records[pos] = replace(self.records[pos], decision=RECOMPUTE)
+        self.input_versions = tuple(t._version for t in self.inputs)
         for ledger in _saved.state.ledgers:
-            for t in _tensors((self.args, self.kwargs)):
+            for t in self.inputs:
                 ledger.record(t, param_source(t), grad_fn="region input")
             for pos, (cached, _) in self.cache.items():
                 rec = self.records[pos]
-                for t in _tensors(cached):
+                for t in tensors(cached):
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
                                   tag=rec.tag)
+
+    def abandon(self) -> None:
+        """fn raised: drop what the region holds (nothing it made outlives the call)."""
+        self.early = None
+        self.cache.clear()
+        self.pending = None
 
     def watch(self, outputs: list[torch.Tensor]) -> None:
         keys = {}
         for pos, (cached, _) in self.cache.items():
-            for t in _tensors(cached):
+            for t in tensors(cached):
                 keys[_xla.buffer_key(t)] = pos
         for t in outputs:
             pos = keys.get(_xla.buffer_key(t if t._base is None else t._base))
@@ -281,12 +263,17 @@ class _Region:
     def pack(self, t: torch.Tensor) -> Any:
         if _saved.state.recompute is self:
             assert self.recomputed is not None
-            # Detached, and a placeholder for the throwaway recompute graph: returning ``t`` itself
-            # would let that graph's nodes hold their own outputs (softmax, exp save their result), a
-            # cycle through C++ that Python's GC cannot break: every recompute graph would leak, and
-            # on XLA its tensors would become outputs of the step's graph.
-            self.recomputed.append(t.detach())
-            return _DISCARDED
+            # Detached: the throwaway recompute graph must not hold its own outputs through their
+            # grad_fn (softmax, exp save their result): a cycle through C++ that Python's GC cannot
+            # break. A detached alias is what an autograd.grad inside fn unpacks during the replay.
+            d = t.detach()
+            self.recomputed.append(d)
+            return d
+        assert self.early is not None
+        self.early.append(t.detach())
+        # Autograd checks a saved tensor's version at unpack; our slot must do the same (see unpack).
+        self.packed_versions.append((weakref.ref(t), t._version))
+        self.packed_keys.setdefault(_xla.buffer_key(t), []).append(self.n_packed)
         self.n_packed += 1
         return _Slot(self, self.n_packed - 1)
 
@@ -295,7 +282,29 @@ class _Region:
             self.grad = grad.detach()
 
     # -- backward -----------------------------------------------------------------------------
+    def cached(self, pos: int, func: Any, rec: Record) -> Any:
+        """The forward's output at a SAVE position, after checking nobody modified it since."""
+        cached, versions = self.cache[pos]
+        if _written(versions + tuple(self.watched.get(pos, ()))):
+            raise CheckpointError(
+                f"an output of {func} (module '{rec.module}') that the policy saved was modified in "
+                "place after the checkpointed forward; the gradient would be wrong. Clone it before "
+                "modifying it, or let the policy recompute this op."
+            )
+        return cached
+
     def unpack(self, index: int) -> torch.Tensor:
+        ref, version = self.packed_versions[index]
+        t = ref()
+        if index in self.dirty or (t is not None and t._version != version):
+            raise CheckpointError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation (saved tensor #{index} of the checkpointed function {_name(self.fn)}, modified after "
+                "autograd saved it). Plain autograd raises the same error here; clone the tensor before "
+                "modifying it, or modify a copy."
+            )
+        if self.early is not None:
+            return self.early[index]
         if self.recomputed is None or self.recomputed[index] is _USED:
             self._recompute()
         assert self.recomputed is not None
@@ -303,25 +312,49 @@ class _Region:
         self.recomputed[index] = _USED
         return t
 
-    def _recompute(self) -> None:
-        fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
+    def _check_inputs(self) -> None:
+        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
+            if t._version != v:
+                raise CheckpointError(
+                    f"input #{i} of the checkpointed function {_name(self.fn)} (a tensor of shape "
+                    f"{tuple(t.shape)}) was modified by an inplace operation after the forward (version {v} "
+                    f"-> {t._version}); the recomputation needs its value from the forward. Clone it before "
+                    "modifying it (autograd raises the same error for tensors it saves)."
+                )
 
-        def detach(t: Any) -> Any:
+    def _replay_inputs(self, fence: Optional[_Fence]) -> tuple[tuple, dict]:
+        index = {id(t): i for i, t in enumerate(self.inputs)}
+
+        def start(t: Any) -> Any:
             if not isinstance(t, torch.Tensor):
                 return t
-            d = t.detach()
+            i = index.get(id(t))
+            written = i is not None and i in self.pristine
+            base = self.pristine[i] if written else t
+            if written and self.on_xla and not torch._is_functional_tensor(base):
+                base = torch._to_functional_tensor(base)
+            d = base.detach()
             if fence is not None and _xla.is_xla(d):
-                d = fence.apply(d)
-            return d.requires_grad_(t.requires_grad)
+                d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
+            d = d.detach().requires_grad_(t.requires_grad)
+            if written:
+                # fn writes to this input: replay on a fresh copy of its value before the first write
+                # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).
+                with torch.enable_grad():
+                    d = d.clone()
+            return d
 
-        args, kwargs = tree_map(detach, (self.args, self.kwargs))
+        return tree_map(start, (self.args, self.kwargs))
+
+    def _recompute(self) -> None:
+        self._check_inputs()
+        fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
+        args, kwargs = self._replay_inputs(fence)
         if fence is not None:
-            self._barrier(_tensors((args, kwargs)) + [fence.zero])
-        outer_rng = _RNG(list(self.rng.devices))
+            self._barrier(tensors((args, kwargs)) + [fence.zero])
         self.recomputed = []
-        replay = _ReplayMode(self, fence)
+        replay = ReplayMode(self, fence, self.verify)
         try:
-            self.rng.restore()
             with contextlib.ExitStack() as stack:
                 for device_type, enabled, dtype in self.autocast:
                     stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
@@ -330,21 +363,37 @@ class _Region:
                 stack.enter_context(_recomputing(self))
                 stack.enter_context(replay)
                 self.fn(*args, **kwargs)
-        finally:
-            outer_rng.restore()
+        except BaseException:
+            self.recomputed = None
+            raise
         if replay.pos != len(self.records) or len(self.recomputed) != self.n_packed:
+            n = len(self.recomputed)
+            self.recomputed = None
             raise CheckpointError(
-                f"recomputation ran {replay.pos} ops and saved {len(self.recomputed)} tensors; the forward ran "
-                f"{len(self.records)} ops and saved {self.n_packed}. The checkpointed function must run the same "
-                "ops on recompute."
+                f"recomputation ran {replay.pos} ops and saved {n} tensors; the forward ran "
+                f"{len(self.records)} ops and saved {self.n_packed}. The checkpointed function must run the "
+                "same ops on recompute."
             )
 
     @staticmethod
-    def _barrier(tensors: list[torch.Tensor]) -> None:
+    def _barrier(tensors_: list[torch.Tensor]) -> None:
         # Where the compiler honours it (TPU/GPU), the barrier also pins the recompute after the gradient.
-        xla = [t for t in tensors if _xla.is_xla(t)]
+        xla = [t for t in tensors_ if _xla.is_xla(t)]
         if xla and _xla.hardware_type(xla[0].device) != "CPU":
             _xla.optimization_barrier_(xla)
+
+
+def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:
+    for ref, v in versions:
+        t = ref()
+        if t is not None and t._version != v:
+            return True
+    return False
+
+
+def _name(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"'{name}'"
 
 
 @contextlib.contextmanager
@@ -358,22 +407,29 @@ def _recomputing(region: _Region) -> Iterator[None]:
         st.recompute = previous
 
 
-def checkpoint(fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveable", **kwargs: Any) -> Any:
+def checkpoint(
+    fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveable", verify: bool = False, **kwargs: Any
+) -> Any:
     """Run ``fn(*args, **kwargs)``, letting ``policy`` decide per op what is saved or recomputed.
 
     Args:
         fn: the function (or module) to run; it must run the same ops when recomputed.
         *args, **kwargs: its arguments (tensors or not; inputs need not require grad).
         policy: a registered name (``xla_ckpt.policies.names()``) or any ``(OpCall) -> Decision``.
+        verify: also recompute the outputs the policy saved, and raise a ``CheckpointError`` naming
+            the first op (and module) whose recomputed value differs from the saved one. Costs the
+            full recompute; turn it on when you suspect non-determinism.
 
-    Gradients equal running ``fn`` directly: RNG states (CPU, CUDA, XLA) and autocast are restored
-    for the recompute. Nested calls run inside the outer region, each under its own policy. Under
-    ``torch.no_grad()`` ``fn`` simply runs.
+    Gradients equal running ``fn`` directly, or a ``CheckpointError`` says why they cannot: RNG states
+    (CPU, CUDA, XLA) and autocast are restored for the recompute. Nested calls run inside the outer
+    region, each under its own policy. Under ``torch.no_grad()`` ``fn`` simply runs.
 
     Example:
         >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
     """
     pol = resolve(policy)
+    if not isinstance(verify, bool):
+        raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).
@@ -385,17 +441,21 @@ def checkpoint(fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveab
             return fn(*args, **kwargs)  # each op is decided under the policy current when it ran
         finally:
             region.policies.pop()
-    region = _Region(fn, args, kwargs, pol)
-    with _saved.hooks_for(), _modules.tracking(), _ForwardMode(region):
-        st.region = region
-        try:
-            out = fn(*args, **kwargs)
-        finally:
-            st.region = None
-    region.finish_forward()  # outside the mode: its own detach() calls are not the function's ops
-    region.watch(_tensors(out))
+    region = _Region(fn, args, kwargs, pol, verify)
+    try:
+        with _saved.hooks_for(), _modules.tracking(), _ForwardMode(region):
+            st.region = region
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                st.region = None
+        region.finish_forward()  # outside the mode: its own detach() calls are not the function's ops
+    except BaseException:
+        region.abandon()
+        raise
+    region.watch(tensors(out))
     if region.on_xla:
-        for t in _tensors(out):
+        for t in tensors(out):
             if t.requires_grad:
                 # Weakly: the hook lives as long as the output's graph node, which the caller may keep
                 # (e.g. the loss) after backward; the region, its inputs and its cache must not.

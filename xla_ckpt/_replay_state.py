@@ -1,38 +1,86 @@
-"""State a recomputation must reproduce or depend on: RNG, autocast, and (XLA) the gradient fence."""
+"""State a recomputation must reproduce or depend on: random draws, autocast, and (XLA) the gradient fence."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from xla_ckpt import _xla
 
-__all__ = ["Fence", "RNGState", "autocast_state", "devices"]
+__all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices"]
 
 
 def devices(tensors: list[torch.Tensor]) -> list[torch.device]:
     return list(dict.fromkeys(t.device for t in tensors))
 
 
-class RNGState:
-    """RNG states of the CPU and of each CUDA/XLA device among the inputs."""
+class Draw:
+    """One random op's draw: which generator, and its state just before and just after the op.
 
-    def __init__(self, devices: list[torch.device]) -> None:
-        self.cpu = torch.get_rng_state()
-        self.devices = {d: self._get(d) for d in devices if d.type in ("cuda", "xla")}
+    The replay puts the generator in the ``before`` state for this op alone and gives it back as it
+    found it, so the op draws exactly the forward's numbers whatever ran in between: other random ops
+    saved by the policy, the caller's own draws, or another thread sharing the process-wide generator.
+    If the state after the op differs from the forward's ``after``, a draw from the same generator
+    interleaved with this op (in forward or in the replay): the caller gets an error, never other numbers.
+    """
 
-    @staticmethod
-    def _get(d: torch.device) -> Any:
-        return torch.cuda.get_rng_state(d) if d.type == "cuda" else _xla.get_rng_state(d)
+    __slots__ = ("source", "before", "after")
 
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        for d, s in self.devices.items():
-            if d.type == "cuda":
-                torch.cuda.set_rng_state(s, d)
-            else:
-                _xla.set_rng_state(s, d)
+    def __init__(self, source: "torch.Generator | torch.device") -> None:
+        self.source = source
+        self.before = _get(source)
+        self.after: Any = None
+
+    def done(self) -> None:
+        self.after = _get(self.source)
+
+    def replay(self, run: Callable[[], Any]) -> tuple[Any, bool]:
+        """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
+        now = _get(self.source)
+        _set(self.source, self.before)
+        try:
+            out = run()
+            matched = _same(_get(self.source), self.after)
+        finally:
+            _set(self.source, now)
+        return out, matched
+
+
+def draw_source(kwargs: dict, args: tuple) -> "torch.Generator | torch.device":
+    """The generator a random op draws from: its ``generator=`` or the default one of its device."""
+    gen = kwargs.get("generator")
+    if gen is not None:
+        return gen
+    dev = kwargs.get("device")
+    if dev is None:
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    return torch.device(dev) if dev is not None else torch.device("cpu")
+
+
+def _get(source: "torch.Generator | torch.device") -> Any:
+    if isinstance(source, torch.Generator):
+        return source.get_state()
+    if source.type == "cuda":
+        return torch.cuda.get_rng_state(source)
+    if source.type == "xla":
+        return _xla.get_rng_state(source)
+    return torch.get_rng_state()
+
+
+def _set(source: "torch.Generator | torch.device", state: Any) -> None:
+    if isinstance(source, torch.Generator):
+        source.set_state(state)
+    elif source.type == "cuda":
+        torch.cuda.set_rng_state(state, source)
+    elif source.type == "xla":
+        _xla.set_rng_state(state, source)
+    else:
+        torch.set_rng_state(state)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else a == b
 
 
 def autocast_state(devices: list[torch.device]) -> list[tuple[str, bool, torch.dtype]]:

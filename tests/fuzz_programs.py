@@ -1,0 +1,243 @@
+"""Random programs for the differential fuzz test: a menu of ops, run with and without checkpointing.
+
+A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
+engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
+fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
+tags, Python-side state read by fn, tuple/dict outputs, keyword arguments, inputs without grad and
+a frozen parameter. ``run`` executes one program, returns everything the comparison needs, and
+reports an exception instead of raising it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+import xla_ckpt
+from xla_ckpt import Decision, OpCall, policies
+
+aten = torch.ops.aten
+N = 4
+NAMES = ("qkv", "up", "attn")
+INDEX = (3, 1, 0, 2)
+
+# (kind, number of operands, number of variants)
+MENU: list[tuple[str, int, int]] = [
+    ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
+    ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 3), ("inplace_last", 0, 4), ("inplace_input", 0, 1),
+    ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
+]
+KINDS = [m[0] for m in MENU]
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    operands: tuple[int, ...]
+    variant: int
+
+
+@st.composite
+def programs(draw: Callable[..., Any], allow_state: bool = True) -> tuple[Step, ...]:
+    kinds = [m for m in MENU if allow_state or m[0] != "counter"]
+    steps = []
+    for _ in range(draw(st.integers(2, 9))):
+        kind, arity, variants = draw(st.sampled_from(kinds))
+        ops = tuple(draw(st.integers(0, 63)) for _ in range(arity))
+        steps.append(Step(kind, ops, draw(st.integers(0, variants - 1))))
+    return tuple(steps)
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """A random per-op policy: a fixed decision per op packet, a default for the rest."""
+
+    table: tuple[tuple[Any, Decision], ...]
+    default: Decision
+
+    def __call__(self, call: OpCall) -> Decision:
+        for packet, decision in self.table:
+            if call.op.overloadpacket is packet:
+                return decision
+        return self.default
+
+
+_PACKETS = [aten.mm, aten.addmm, aten.sin, aten.tanh, aten.gelu, aten.native_layer_norm, aten._softmax,
+            aten.native_dropout, aten.rand_like, aten.mul, aten.add, aten.cat, aten.index_select, aten.bmm]
+_EXAMPLE = {
+    "save_only_these_names": {"names": ["qkv", "up"]},
+    "save_any_names_but_these": {"names": ["attn"]},
+    "save_ops": {"ops": [aten.mm, aten.rand_like]},
+    "recompute_ops": {"ops": [aten.sin, aten.native_dropout]},
+    "any_of": {"policies": ["dots_saveable", policies.save_ops(aten.rand_like)]},
+    "all_of": {"policies": ["everything_saveable", policies.recompute_ops(aten.gelu)]},
+    "from_torch": {"fn": lambda ctx, op, *a, **k: _torch_dots(op)},
+}
+
+
+def _torch_dots(op: Any) -> Any:
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.MUST_SAVE if op in (aten.mm.default, aten.addmm.default) else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def builtin(name: str) -> Any:
+    return policies.get(name, **_EXAMPLE.get(name, {}))
+
+
+@st.composite
+def policy_specs(draw: Callable[..., Any]) -> Any:
+    choice = draw(st.integers(0, 3))
+    if choice <= 1:
+        return draw(st.sampled_from(policies.names()))
+    decisions = st.sampled_from([Decision.SAVE, Decision.RECOMPUTE])
+    table = tuple((p, draw(decisions)) for p in draw(st.lists(st.sampled_from(_PACKETS), unique=True, max_size=6)))
+    table_policy = TablePolicy(table, draw(decisions))
+    if choice == 2:
+        return table_policy
+    other = draw(st.sampled_from(policies.names()))
+    return policies.any_of(table_policy, builtin(other)) if draw(st.booleans()) else policies.all_of(
+        table_policy, builtin(other))
+
+
+def resolve(spec: Any) -> Any:
+    return builtin(spec) if isinstance(spec, str) else spec
+
+
+class _Counter:
+    """Python-side state read by fn: a different value each call (forward and recompute differ)."""
+
+    def __init__(self) -> None:
+        self.it = itertools.count(1)
+
+    def next(self) -> float:
+        return 1.0 + 0.25 * (next(self.it) % 3)
+
+
+def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter) -> Callable[..., Any]:
+    def fn(a: torch.Tensor, *, b: torch.Tensor) -> Any:
+        pool: list[torch.Tensor] = [a, b]
+        fresh = [False, False]  # pool[i] is an intermediate made by fn (not an input)
+        for s in steps:
+            x = [pool[i % len(pool)] for i in s.operands]
+            k = s.kind
+            if k == "linear":
+                y = F.linear(x[0], params["w" if s.variant == 0 else "frozen"], params["bias"] if s.variant == 0 else None)
+            elif k == "matmul":
+                y = x[0] @ x[1]
+            elif k == "act":
+                y = [torch.sin, torch.tanh, F.gelu, torch.relu, torch.sigmoid, lambda t: t.clamp(-3, 3).exp()][s.variant](x[0])
+            elif k == "norm":
+                y = F.layer_norm(x[0], (N,), params["ln"], None)
+            elif k == "softmax":
+                y = torch.softmax(x[0], dim=-1)
+            elif k == "dropout":
+                y = F.dropout(x[0], 0.5, training=True)
+            elif k == "rand_mask":
+                y = x[0] * (torch.rand_like(x[0]) > 0.5) if s.variant == 0 else x[0] * torch.randn_like(x[0])
+            elif k == "view":
+                y = [lambda t: t.t(), lambda t: t.reshape(2, 8).reshape(N, N), lambda t: t[1:].sum(0).expand(N, N)][s.variant](x[0])
+            elif k == "inplace_last":
+                if not fresh[-1]:
+                    continue
+                t = pool[-1]
+                [lambda: t.mul_(0.5), lambda: t.add_(1.0), lambda: t.sigmoid_(), lambda: t.clamp_(-1, 1)][s.variant]()
+                continue
+            elif k == "inplace_input":
+                b.add_(0.5)
+                continue
+            elif k == "cat_split":
+                left, _ = x[0].split(2, dim=1)
+                _, right = x[1].split(2, dim=1)
+                y = torch.cat([right, left], dim=1)
+            elif k == "index":
+                idx = torch.tensor(INDEX, device=x[0].device)
+                y = [lambda t: t.index_select(0, idx), lambda t: t.gather(1, idx.expand(N, N)), lambda t: t[idx]][s.variant](x[0])
+            elif k == "tag_last":
+                xla_ckpt.tag(pool[-1], NAMES[s.variant])
+                continue
+            elif k == "add":
+                y = x[0] + 0.5 * x[1]
+            elif k == "counter":
+                y = x[0] * counter.next()
+            else:  # pragma: no cover
+                raise AssertionError(k)
+            pool.append(y)
+            fresh.append(True)
+        last = pool[-3:]
+        if len(steps) % 3 == 0:
+            return {"out": last[-1], "rest": tuple(last[:-1])}
+        if len(steps) % 3 == 1:
+            return tuple(last)
+        return last[-1]
+
+    return fn
+
+
+@dataclass
+class Outcome:
+    error: Optional[BaseException]
+    values: list[torch.Tensor]  # outputs, loss, grad of a, grads of params (None -> absent)
+    names: list[str]
+    rng: Any
+
+
+def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False) -> Outcome:
+    """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds."""
+    gen = torch.Generator().manual_seed(7)
+    params = {
+        "w": torch.randn(N, N, generator=gen).to(device).requires_grad_(),
+        "bias": torch.randn(N, generator=gen).to(device).requires_grad_(),
+        "frozen": torch.randn(N, N, generator=gen).to(device),
+        "ln": (1.0 + 0.1 * torch.randn(N, generator=gen)).to(device).requires_grad_(),
+    }
+    a_leaf = torch.randn(N, N, generator=gen).to(device).requires_grad_()
+    b = torch.randn(N, N, generator=gen).to(device)
+    cot = torch.randn(3, N, N, generator=gen).to(device)
+    fn = _body(steps, params, _Counter())
+    _seed(device)
+    names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
+    try:
+        a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
+        out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
+        outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)), torch.zeros((), device=device))
+        if loss.requires_grad:
+            loss.backward()
+        _sync(device)
+    except RuntimeError as e:  # CheckpointError is a RuntimeError
+        return Outcome(e, [], names, None)
+    values = [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
+    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
+
+
+def has_state(steps: tuple[Step, ...]) -> bool:
+    return any(s.kind == "counter" for s in steps)
+
+
+def _seed(device: torch.device) -> None:
+    torch.manual_seed(1234)
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(1234, device)
+
+
+def _rng(device: torch.device) -> Any:
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        return (torch.get_rng_state(), xm.get_rng_state(device))
+    return (torch.get_rng_state(), None)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()

@@ -1,0 +1,159 @@
+"""Forward of a checkpoint region: what each op was, what the replay must reproduce, what was decided.
+
+Every ATen op that ``fn`` runs (views and detaches aside) becomes one *position*. A position records
+what the replay must see again (the op, the shapes/dtypes of its tensor arguments and the values of
+its other arguments, the shapes/dtypes of its outputs) and the policy's decision, so the replay can
+check each position and fail loudly instead of computing a different gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from xla_ckpt._policy import Decision
+
+__all__ = ["CheckpointError", "OpInfo", "op_info", "signature", "describe_mismatch", "Record", "tensors", "written", "out_meta"]
+
+aten = torch.ops.aten
+
+
+class CheckpointError(RuntimeError):
+    """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
+
+
+def tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+# Functionalization turns views into *_copy ops on XLA: they are views for our purposes.
+_VIEW_COPIES = frozenset(
+    {aten.t_copy, aten.view_copy, aten.transpose_copy, aten.permute_copy, aten.expand_copy, aten._unsafe_view,
+     aten.alias_copy, aten.slice_copy, aten.select_copy, aten.split_copy, aten.split_with_sizes_copy,
+     aten.unsqueeze_copy, aten.squeeze_copy, aten.as_strided_copy, aten.diagonal_copy, aten.unbind_copy,
+     aten.detach_copy}
+)
+# Neither decided nor replayed by position, just run:
+# - detach / lift_fresh: emitted or skipped depending on context (torch's own SAC ignores them too);
+# - views: free to replay, must alias their replayed base, and on XLA functionalization emits a
+#   varying number of them (a layer norm's input view appears in forward, not in the recompute);
+# - _propagate_xla_data: torch_xla's bookkeeping after an in-place op (no value of its own).
+_IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """Facts about an op overload, computed once per overload (the hot path is one dict lookup)."""
+
+    skipped: bool  # not a position (views, detach, ...)
+    mutable: bool  # writes to one of its arguments: always replayed
+    random: bool  # draws from a generator: the replay must advance it exactly as forward did
+    writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to
+
+
+_INFO: dict[Any, OpInfo] = {}
+
+
+def op_info(op: Any) -> OpInfo:
+    info = _INFO.get(op)
+    if info is None:
+        packet = op.overloadpacket
+        skipped = (
+            packet in _IGNORED
+            or op.is_view
+            or packet in _VIEW_COPIES
+            or op._schema.name == "aten::_propagate_xla_data"
+        )
+        writes = tuple(
+            (a.name if a.kwarg_only else i)
+            for i, a in enumerate(op._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        info = _INFO[op] = OpInfo(
+            skipped=skipped,
+            mutable=op._schema.is_mutable,
+            random=torch.Tag.nondeterministic_seeded in op.tags,
+            writes=writes,
+        )
+    return info
+
+
+def written(info: OpInfo, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors a mutable op writes to."""
+    out = []
+    for w in info.writes:
+        a = kwargs.get(w) if isinstance(w, str) else (args[w] if w < len(args) else None)
+        out.extend(tensors(a))
+    return out
+
+
+def _sig(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return (a.shape, a.dtype)
+    if isinstance(a, (list, tuple)):
+        return tuple(_sig(x) for x in a)
+    return a
+
+
+def signature(args: tuple, kwargs: dict) -> tuple:
+    """What the replay must feed this position again: tensor shapes/dtypes and every other argument.
+
+    Values of tensors are not compared (that is what ``verify=True`` does); Python numbers, sizes,
+    dtypes and flags are, so a scale or a size picked by Python-side state (a counter, ``random``)
+    that differs on recompute is caught here.
+    """
+    return (tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()) if kwargs else ())
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # objects without a usable == (compared by identity)
+        return a is b
+
+
+def describe_mismatch(forward: tuple, replay: tuple) -> Optional[str]:
+    """None when the two signatures agree (NaN equals NaN), else a short description of the first difference."""
+    if forward == replay or _same(forward, replay):
+        return None
+    (fa, fk), (ra, rk) = forward, replay
+    for i, (f, r) in enumerate(zip(fa, ra)):
+        if not _same(f, r):
+            return f"argument {i}: forward {_show(f)}, recompute {_show(r)}"
+    if len(fa) != len(ra):
+        return f"{len(fa)} arguments in forward, {len(ra)} on recompute"
+    return f"keyword arguments: forward {_show(fk)}, recompute {_show(rk)}"
+
+
+def _show(s: Any) -> str:
+    if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], torch.Size):
+        return f"tensor{tuple(s[0])} {s[1]}"
+    if isinstance(s, tuple):
+        return "(" + ", ".join(_show(x) for x in s) + ")"
+    return repr(s)
+
+
+def out_meta(out: Any) -> tuple:
+    return tuple((t.shape, t.dtype) for t in tensors(out))
+
+
+@dataclass
+class Record:
+    """What forward ran at one position (no tensors: metadata only)."""
+
+    op: Any
+    info: OpInfo
+    decision: Decision
+    sig: tuple  # see signature()
+    meta: tuple  # shapes/dtypes of the tensor outputs
+    module: str
+    tag: Optional[str]
+    draw: Any = None  # random ops: the generator and its states around the op (_replay_state.Draw)

@@ -1,0 +1,135 @@
+"""Backward of a checkpoint region: replay ``fn`` by position, checking every position against forward.
+
+SAVE positions hand out the forward's cached outputs, RECOMPUTE positions run again. Every position
+first checks what the replay feeds it (op, tensor shapes/dtypes, other argument values) against the
+forward's record; a difference is a :class:`CheckpointError` naming the op, the module and the
+likely cause, never a gradient computed from other values. Each recomputed random op draws from
+the generator state it drew from in forward, whatever the policy saved around it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from xla_ckpt._policy import Decision
+from xla_ckpt._record import CheckpointError, Record, describe_mismatch, op_info, out_meta, signature, tensors
+from xla_ckpt._replay_state import Fence
+
+if TYPE_CHECKING:
+    from xla_ckpt._engine import _Region
+
+__all__ = ["ReplayMode", "STATE_HINT"]
+
+SAVE = Decision.SAVE
+
+STATE_HINT = (
+    "Likely causes: Python-side state that changed between forward and backward (a counter, `random`, a "
+    "flag), an argument object that fn mutated (a KV cache filled by `use_cache=True` / `past_key_values`, "
+    "a list appended to), or data-dependent control flow on values that differ. The checkpointed function "
+    "must run the same ops on the same shapes when recomputed."
+)
+
+
+class ReplayMode(TorchDispatchMode):
+    """Replays one region's forward; see the module docstring."""
+
+    def __init__(self, region: "_Region", fence: Optional[Fence], verify: bool) -> None:
+        super().__init__()
+        self.region = region
+        self.fence = fence
+        self.verify = verify
+        self.pos = 0
+        self.busy = False  # the fence's own adds are not fn's ops
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if self.busy or op_info(func).skipped:
+            return func(*args, **kwargs)
+        region, pos = self.region, self.pos
+        self.pos += 1
+        records = region.records
+        if pos >= len(records):
+            raise CheckpointError(
+                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {STATE_HINT}"
+            )
+        rec = records[pos]
+        if rec.op != func:
+            raise CheckpointError(
+                f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
+                f"recompute ran {func}. {STATE_HINT}"
+            )
+        bad = describe_mismatch(rec.sig, signature(args, kwargs))
+        if bad is not None:
+            raise CheckpointError(
+                f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
+                f"than in forward ({bad}). {STATE_HINT}"
+            )
+        if rec.decision is SAVE:
+            return self._saved(func, args, kwargs, rec, pos)
+        out = self._run(func, args, kwargs, rec)
+        meta = out_meta(out)
+        if meta != rec.meta:
+            raise CheckpointError(
+                f"recomputation of {func} in module '{rec.module}' (op #{pos}) produced {_meta(meta)}, the forward "
+                f"produced {_meta(rec.meta)}. {STATE_HINT}"
+            )
+        return out
+
+    def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
+        cached = self.region.cached(pos, func, rec)
+        if self.verify:
+            _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
+        if self.fence is None:
+            return cached
+        self.busy = True
+        try:
+            return tree_map(lambda t: self.fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+        finally:
+            self.busy = False
+
+    @staticmethod
+    def _run(func: Any, args: tuple, kwargs: dict, rec: Record) -> Any:
+        if rec.draw is None:
+            return func(*args, **kwargs)
+        # Each random op draws from the state it drew from in forward (see _replay_state.Draw).
+        out, matched = rec.draw.replay(lambda: func(*args, **kwargs))
+        if not matched:
+            raise CheckpointError(
+                f"the random numbers of {func} in module '{rec.module}' cannot be reproduced: its generator "
+                f"({rec.draw.source}) was advanced by a draw that interleaved with this op, in the forward or in "
+                "the recomputation. Another thread draws from the same process-wide generator (CPU, or one "
+                "CUDA/XLA device). Give each thread's random ops their own torch.Generator (generator=...), or "
+                "run checkpointed random ops in one thread at a time."
+            )
+        return out
+
+
+def _meta(meta: tuple) -> str:
+    return ", ".join(f"{tuple(s)} {d}".replace("torch.", "") for s, d in meta) or "no tensors"
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def _compare(fresh: Any, cached: Any, func: Any, rec: Record, pos: int) -> None:
+    for i, (f, c) in enumerate(zip(tensors(fresh), tensors(cached))):
+        if not _equal(f, c):
+            diff = (f.detach().cpu().double() - c.detach().cpu().double()).abs()
+            worst = float(diff[~torch.isnan(diff)].max()) if diff.numel() else 0.0
+            raise CheckpointError(
+                f"verify: recomputing {func} in module '{rec.module}' (op #{pos}, output {i}) gave other values "
+                f"than the forward saved (max abs difference {worst:.3g}). The op or an op before it is not "
+                "deterministic (an unseeded random source, a nondeterministic kernel, state read from outside "
+                "fn); with this policy the gradient would still use the saved values, but ops recomputed from "
+                "it would not match the forward."
+            )
