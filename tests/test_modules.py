@@ -161,6 +161,25 @@ def test_grandchild_called_from_grandparent_forward():
     assert seen == ["attn", "moe.router.gate", "mlp.up", "mlp.down"]
 
 
+def test_forward_called_directly_on_a_checkpointed_instance():
+    """layer.forward(x) runs no module hook: the wrapper still names the layer (entered())."""
+    seen = []
+
+    def spy(call):
+        if call.op.overloadpacket is torch.ops.aten.addmm:
+            seen.append(call.module)
+        return Decision.RECOMPUTE
+
+    model = Model()
+    xla_ckpt.checkpointed(model.layers[1], policy=spy)
+    model.layers[1].forward(torch.randn(B, D, requires_grad=True))
+    assert seen == ["attn", "moe.router.gate", "mlp.up", "mlp.down"]
+    seen.clear()
+    with xla_ckpt.saved_activations():  # tracking already on when the wrapper runs
+        model.layers[1].forward(torch.randn(B, D, requires_grad=True))
+    assert seen == ["attn", "moe.router.gate", "mlp.up", "mlp.down"]
+
+
 def test_gradients_unchanged_by_naming(monkeypatch):
     """The glob policy saves by name; gradients equal the unwrapped model's."""
     torch.manual_seed(0)
