@@ -9,7 +9,6 @@ from typing import Optional
 
 import torch
 
-from xla_ckpt import _modules
 from xla_ckpt._apply import apply
 from xla_ckpt._config import ConfigError, load_config
 from xla_ckpt._report import SavedReport, _human, saved_activations
@@ -33,7 +32,6 @@ def _model(kind: str, args: argparse.Namespace) -> torch.nn.Module:
 
 
 def _kept(model: torch.nn.Module, idx: torch.Tensor) -> SavedReport:
-    _modules.register_names(model)
     with saved_activations() as report:
         out = model(idx)
     del out

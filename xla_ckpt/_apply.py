@@ -9,7 +9,6 @@ from typing import Any, Mapping, Union
 
 from torch import nn
 
-from xla_ckpt import _modules
 from xla_ckpt._config import Config, Rule, as_config, glob_regex
 from xla_ckpt._linear import patch_linear
 from xla_ckpt._saved import weights_by_reference
@@ -113,7 +112,6 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
             )
         final.append((n, m, i))
     # Validated: now change the model.
-    _modules.register_names(model)
     if cfg.patch_linear:
         patch_linear(model)
     for n, m, i in final:

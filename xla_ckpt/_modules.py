@@ -1,90 +1,172 @@
-"""Which module is running: fully qualified names for the saved-tensor report and for policies.
+"""Which module is running: fully qualified names for policies and for the saved-tensor report.
 
-Global module hooks are installed only while some feature needs them (reference counted) and are
-removed when the last user leaves, also on exceptions: nothing outlives the call that installed it.
+A module's name is its path from the *root*: the outermost module whose forward is running in this
+thread, i.e. the model the user called. The name does not depend on the entry point (``apply``,
+``checkpointed`` on an instance or a class, a function, Hugging Face's gradient-checkpointing hook,
+an explicit ``checkpoint`` call inside a forward) nor on whether ``saved_activations()`` is active:
+
+- names are looked up in the root's ``named_modules()`` (cached per root), not guessed from the
+  parent/child relation, so a grandchild called from its grandparent's forward
+  (``self.moe.router.gate(x)`` in a block) gets its full path;
+- a thread that starts tracking inside forwards that are already running finds those modules on its
+  own Python stack (frames of ``nn.Module._call_impl``), so a checkpoint region entered inside
+  ``model.layers[3]`` still names its ops ``layers.3...`` from the model the user called.
+
+All per-call state (the stack, the names, the tracking depth) is per thread. The global module hooks
+are installed while some thread tracks (reference counted, removed when the last user leaves, also on
+exceptions) and do nothing in threads that do not track: another thread's forward never leaves
+entries on this thread's stack.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import weakref
-from typing import Iterator
+from types import CodeType
+from typing import Iterator, Optional
 
 from torch import nn
 from torch.nn.modules import module as _module_mod
 
-__all__ = ["tracking", "current_name", "entered", "register_names"]
+__all__ = ["tracking", "current_name", "entered", "name_in"]
 
-# Names set by apply()/checkpointed() from the model root: they win over names guessed at run time.
-_REGISTERED: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
+# Frames of these functions run a module's forward; their ``self`` is the module.
+_CALL_CODES: frozenset[CodeType] = frozenset(
+    f.__code__ for f in (nn.Module._call_impl, nn.Module._wrapped_call_impl)  # type: ignore[attr-defined]
+)
 
 
 class _Local(threading.local):
     def __init__(self) -> None:
-        self.stack: list[nn.Module] = []
+        self.depth = 0  # nested tracking() blocks in this thread
+        self.stack: list[nn.Module] = []  # running modules, outermost (the root) first
+        self.names: list[str] = []  # their names, in step with ``stack``
+        self.pending: Optional[nn.Module] = None  # entered() while not tracking (see entered)
 
 
 _local = _Local()
 _lock = threading.Lock()
 _users = 0
 _handles: list = []
-# Names guessed during one tracking session (from the first module seen downwards); cleared after it.
-_session: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
+
+# root -> (epoch, {id(module): path from root}). A hit is checked against the live tree (a module
+# moved or replaced, a recycled id), so the cache can be slow, never wrong; a miss rebuilds the tree
+# at most once per tracking session (a module from outside the root's tree misses every time).
+_TREES: "weakref.WeakKeyDictionary[nn.Module, tuple[int, dict[int, str]]]" = weakref.WeakKeyDictionary()
+_epoch = 0  # counts tracking sessions (outermost tracking() blocks) in all threads
 
 
-def register_names(root: nn.Module, prefix: str = "") -> None:
-    """Record the fully qualified name of every module under ``root`` (weakly)."""
-    for name, m in root.named_modules(prefix=prefix, remove_duplicate=False):
-        _REGISTERED[m] = name
+def _walk(root: nn.Module, path: str) -> Optional[nn.Module]:
+    m: Optional[nn.Module] = root
+    if path:
+        for part in path.split("."):
+            m = m._modules.get(part) if m is not None else None
+    return m
 
 
-def _name_of(m: nn.Module, parent_pos: int) -> str:
-    """Name of ``m``, whose parent (if any) is ``_local.stack[parent_pos]`` (-1: no parent)."""
-    name = _REGISTERED.get(m)
-    if name is None:
-        name = _session.get(m)
-    if name is None:
-        name = ""
-        if parent_pos >= 0:
-            parent = _local.stack[parent_pos]
-            prefix = _name_of(parent, parent_pos - 1)
-            for child_name, child in parent.named_children():
-                _session.setdefault(child, f"{prefix}.{child_name}" if prefix else child_name)
-            name = _session.get(m, "")
-        _session[m] = name
-    return name
+def name_in(root: nn.Module, m: nn.Module) -> Optional[str]:
+    """Path of ``m`` below ``root`` ("" for the root itself), or None when ``m`` is not in its tree."""
+    if m is root:
+        return ""
+    cached = _TREES.get(root)
+    if cached is not None:
+        epoch, tree = cached
+        path = tree.get(id(m))
+        if path is not None and _walk(root, path) is m:
+            return path
+        if path is None and epoch == _epoch:
+            return None
+    tree = {id(mod): name for name, mod in root.named_modules()}
+    _TREES[root] = (_epoch, tree)
+    return tree.get(id(m))
+
+
+def _name_of(m: nn.Module) -> str:
+    """Name of ``m`` from the root of this thread's stack (``m`` is about to be pushed)."""
+    stack, names = _local.stack, _local.names
+    if not stack:
+        return ""  # m is the root
+    path = name_in(stack[0], m)
+    if path is not None:
+        return path
+    # Not below the root (a module held outside the root's tree): name it from the nearest running
+    # module that holds it.
+    for i in range(len(stack) - 1, 0, -1):
+        path = name_in(stack[i], m)
+        if path is not None:
+            return f"{names[i]}.{path}" if names[i] and path else names[i] or path
+    return ""
+
+
+def _push(m: nn.Module) -> None:
+    _local.names.append(_name_of(m))
+    _local.stack.append(m)
 
 
 def _pre_hook(m: nn.Module, args: object) -> None:
-    _name_of(m, len(_local.stack) - 1)  # name it while its parent is on top of the stack
-    _local.stack.append(m)
+    if _local.depth:
+        _push(m)
 
 
 def _post_hook(m: nn.Module, args: object, out: object) -> None:
     # always_call=True: also runs when forward raised, so the stack stays balanced.
-    stack = _local.stack
-    if stack and stack[-1] is m:
-        stack.pop()
+    loc = _local
+    if loc.depth and loc.stack and loc.stack[-1] is m:
+        loc.stack.pop()
+        loc.names.pop()
 
 
 def current_name() -> str:
-    """Fully qualified name of the innermost module running ("" at top level or untracked)."""
-    stack = _local.stack
-    return _name_of(stack[-1], len(stack) - 2) if stack else ""
+    """Fully qualified name of the innermost module running in this thread ("" at top level)."""
+    names = _local.names
+    return names[-1] if names else ""
+
+
+def _running_modules() -> list[nn.Module]:
+    """Modules whose forward is running in this thread, outermost first, from the Python stack."""
+    found: list[nn.Module] = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in _CALL_CODES:
+            m = frame.f_locals.get("self")
+            if isinstance(m, nn.Module) and (not found or found[-1] is not m):
+                found.append(m)
+        frame = frame.f_back
+    found.reverse()
+    return found
 
 
 @contextlib.contextmanager
 def tracking() -> Iterator[None]:
-    """Track the running module while the block runs (global hooks, removed on exit)."""
-    global _users
+    """Track the running module in this thread while the block runs (global hooks, removed on exit)."""
+    global _users, _epoch
+    loc = _local
     with _lock:
+        if loc.depth == 0:
+            _epoch += 1
         if _users == 0:
             _handles.append(_module_mod.register_module_forward_pre_hook(_pre_hook))
             _handles.append(_module_mod.register_module_forward_hook(_post_hook, always_call=True))
         _users += 1
     try:
-        yield
+        if loc.depth == 0:
+            loc.stack.clear()
+            loc.names.clear()
+            running = _running_modules()
+            if loc.pending is not None and (not running or running[-1] is not loc.pending):
+                running.append(loc.pending)
+            for m in running:
+                _push(m)
+        loc.depth += 1
+        try:
+            yield
+        finally:
+            loc.depth -= 1
+            if loc.depth == 0:
+                loc.stack.clear()
+                loc.names.clear()
     finally:
         with _lock:
             _users -= 1
@@ -92,18 +174,29 @@ def tracking() -> Iterator[None]:
                 for h in _handles:
                     h.remove()
                 _handles.clear()
-                _session.clear()
 
 
 @contextlib.contextmanager
 def entered(module: nn.Module) -> Iterator[None]:
-    """Mark ``module`` as running (for wrappers that run inside its ``__call__``, after the hooks)."""
-    stack = _local.stack
-    pushed = not stack or stack[-1] is not module
+    """Mark ``module`` as running, for wrappers that may be reached without its ``__call__``.
+
+    ``module.forward(x)`` called directly runs no module hook and leaves no ``_call_impl`` frame:
+    the wrapper names the module here so that its ops are still attributed to it.
+    """
+    loc = _local
+    if not loc.depth:
+        previous, loc.pending = loc.pending, module
+        try:
+            yield
+        finally:
+            loc.pending = previous
+        return
+    pushed = loc.stack[-1] is not module if loc.stack else True
     if pushed:
-        stack.append(module)
+        _push(module)
     try:
         yield
     finally:
-        if pushed and stack and stack[-1] is module:
-            stack.pop()
+        if pushed and loc.stack and loc.stack[-1] is module:
+            loc.stack.pop()
+            loc.names.pop()

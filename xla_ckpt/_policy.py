@@ -33,7 +33,8 @@ class OpCall:
     Attributes:
         op: the ``OpOverload`` (e.g. ``torch.ops.aten.mm.default``).
         args, kwargs: its arguments; ``out``: its outputs (a tensor or a tuple).
-        module: fully qualified name of the innermost module running ("" at top level).
+        module: fully qualified name of the innermost module running, from the model the user called
+            (the outermost module running in this thread; "" is that model itself, or top level).
         tag: the name given with :func:`xla_ckpt.tag` to this op's output, or None.
         nbytes: bytes of the tensor outputs (from shapes); flops: torch's flop-counter estimate, 0 if unknown.
     """

@@ -137,3 +137,39 @@ def compiled_peaks(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
             if peak is not None:
                 out[name] = peak
     return out
+
+
+# --------------------------------------------------------------------------- einsum
+
+# torch_xla registers aten::einsum at AutogradXLA and lowers it straight to an XLA einsum without
+# going back through the dispatcher (torch_xla/csrc/xla_manual_registration.cpp, aten_autograd_ops.cpp):
+# a TorchDispatchMode sees no op at all, so a policy cannot save the matmul. Its composite (the
+# CompositeImplicitAutograd kernel every other backend runs) goes through permute / view / bmm, which a
+# dispatch mode sees.
+_EINSUM_FUNCS = frozenset({torch.einsum, torch.functional.einsum})
+
+
+class _VisibleEinsum(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func in _EINSUM_FUNCS and args and isinstance(args[0], str) and not kwargs:
+            operands = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+            # Two operands only: a longer chain's contraction order is torch's (opt_einsum) choice.
+            if len(operands) == 2 and all(isinstance(t, torch.Tensor) for t in operands) and any(
+                is_xla(t) for t in operands
+            ):
+                return torch.ops.aten.einsum.default.decompose(args[0], operands)
+        return func(*args, **kwargs)
+
+
+def einsum_visible() -> torch.overrides.TorchFunctionMode:
+    """Inside the block, ``torch.einsum`` of two XLA tensors runs as its composite (bmm and views).
+
+    A checkpoint region enters it in forward and in replay so that a policy sees einsum's matmul on
+    XLA as it does on CPU (a ``bmm``; its batch size classifies it). Same values, same gradients.
+
+    Example:
+        >>> with _xla.einsum_visible():
+        ...     y = torch.einsum("ij,jk->ik", a, b)   # aten.bmm under a dispatch mode, on XLA too
+    """
+    return _VisibleEinsum()

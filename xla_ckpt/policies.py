@@ -13,10 +13,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
+from xla_ckpt._dots import DOT_PACKETS, dot_batch
 from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, matches, op_matcher, op_name, resolve_op
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "dots_with_no_batch_dims_saveable",
     "save_only_these_names",
     "save_any_names_but_these",
+    "save_anything_except_these_names",
     "save_ops",
     "recompute_ops",
     "any_of",
@@ -42,22 +44,8 @@ aten = torch.ops.aten
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
 
 
-def _packets(*names: str) -> frozenset[OpLike]:
-    # Some attention kernels exist only in some builds: take the ones this torch has.
-    return frozenset(getattr(aten, n) for n in names if hasattr(aten, n))
-
-
-_NO_BATCH_DOTS = frozenset({aten.mm, aten.addmm, aten.convolution})
-_BATCHED_DOTS = frozenset({aten.bmm, aten.baddbmm}) | _packets(
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "_flash_attention_forward",
-    "_efficient_attention_forward",
-)
-DOT_OPS: frozenset[OpLike] = _NO_BATCH_DOTS | _BATCHED_DOTS
-"""Matmul-class ops (packets): mm, addmm, bmm, baddbmm, convolution, attention kernels."""
+DOT_OPS: frozenset[OpLike] = DOT_PACKETS
+"""Matmul-class ops (packets): mm, addmm, bmm, baddbmm, einsum, convolution, attention kernels."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +70,17 @@ nothing_saveable = _Constant(RECOMPUTE, "nothing_saveable")
 
 
 @dataclass(frozen=True)
-class _SaveOps:
-    ops: frozenset[OpLike]
+class _Dots:
+    """Save matmul-class outputs whose batch size (read from the shapes) is at most ``max_batch``."""
+
+    max_batch: Optional[int]
     name: str
-    save: bool = True
 
     def __call__(self, call: OpCall) -> Decision:
-        return SAVE if matches(call.op, self.ops) == self.save else RECOMPUTE
+        batch = dot_batch(call.op, call.args)
+        if batch is None or (self.max_batch is not None and batch > self.max_batch):
+            return RECOMPUTE
+        return SAVE
 
     def __repr__(self) -> str:
         return self.name
@@ -97,11 +89,13 @@ class _SaveOps:
         return (_builtin, (self.name,))
 
 
-dots_saveable = _SaveOps(DOT_OPS, "dots_saveable")
-"""Save matmul-class outputs (mm, addmm, bmm, baddbmm, convolution, attention kernels); recompute the rest."""
-dots_with_no_batch_dims_saveable = _SaveOps(_NO_BATCH_DOTS, "dots_with_no_batch_dims_saveable")
-"""Save projections (mm, addmm, convolution); recompute batched matmuls such as attention scores
-and everything else: Megatron's "selective" recomputation."""
+dots_saveable = _Dots(None, "dots_saveable")
+"""Save matmul-class outputs (mm, addmm, bmm, baddbmm, einsum, convolution, attention kernels); recompute
+the rest (JAX's ``dots_saveable``)."""
+dots_with_no_batch_dims_saveable = _Dots(1, "dots_with_no_batch_dims_saveable")
+"""Save contractions without batch dimensions (batch size 1, from the shapes: mm, addmm, convolution, a
+2-D einsum's bmm of batch 1); recompute batched ones such as attention scores, and everything else:
+JAX's ``dots_with_no_batch_dims_saveable``, Megatron's "selective" recomputation."""
 
 
 @dataclass(frozen=True)
@@ -145,15 +139,19 @@ class recompute_ops:  # noqa: N801
 
 
 def _check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
+    # No names is allowed, as in JAX: save_only_these_names() saves nothing.
     bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad or not names:
-        raise TypeError(f"{where}: expected one or more non-empty tag names (str), got {names!r}")
+    if bad:
+        raise TypeError(f"{where}: expected tag names (non-empty str), got {bad!r} in {names!r}")
     return tuple(names)
 
 
 @dataclass(frozen=True)
 class save_only_these_names:  # noqa: N801
-    """Save only outputs tagged (``xla_ckpt.tag``) with one of these names; recompute the rest."""
+    """Save only outputs tagged (``xla_ckpt.tag``) with one of these names; recompute the rest.
+
+    JAX's policy of the same name: untagged outputs are never saved; no names saves nothing.
+    """
 
     names: tuple[str, ...]
 
@@ -161,7 +159,7 @@ class save_only_these_names:  # noqa: N801
         object.__setattr__(self, "names", _check_names(names, "policies.save_only_these_names"))
 
     def __call__(self, call: OpCall) -> Decision:
-        return SAVE if call.tag in self.names else RECOMPUTE
+        return SAVE if call.tag is not None and call.tag in self.names else RECOMPUTE
 
     def __repr__(self) -> str:
         return f"save_only_these_names({', '.join(map(repr, self.names))})"
@@ -169,7 +167,11 @@ class save_only_these_names:  # noqa: N801
 
 @dataclass(frozen=True)
 class save_any_names_but_these:  # noqa: N801
-    """Save every output except those tagged with one of these names (which are recomputed)."""
+    """Save only *tagged* outputs, except those tagged with one of these names; recompute the rest.
+
+    JAX's policy of the same name: untagged outputs are never saved; no names saves every tagged
+    output. To save everything except some names, use :class:`save_anything_except_these_names`.
+    """
 
     names: tuple[str, ...]
 
@@ -177,10 +179,26 @@ class save_any_names_but_these:  # noqa: N801
         object.__setattr__(self, "names", _check_names(names, "policies.save_any_names_but_these"))
 
     def __call__(self, call: OpCall) -> Decision:
-        return RECOMPUTE if call.tag in self.names else SAVE
+        return SAVE if call.tag is not None and call.tag not in self.names else RECOMPUTE
 
     def __repr__(self) -> str:
         return f"save_any_names_but_these({', '.join(map(repr, self.names))})"
+
+
+@dataclass(frozen=True)
+class save_anything_except_these_names:  # noqa: N801
+    """Save every output, tagged or not, except those tagged with one of these names (JAX's policy)."""
+
+    names: tuple[str, ...]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", _check_names(names, "policies.save_anything_except_these_names"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        return RECOMPUTE if call.tag is not None and call.tag in self.names else SAVE
+
+    def __repr__(self) -> str:
+        return f"save_anything_except_these_names({', '.join(map(repr, self.names))})"
 
 
 def _check_policies(ps: tuple[Any, ...], where: str) -> tuple[Policy, ...]:
@@ -305,8 +323,9 @@ register("everything_saveable", _constant(everything_saveable))
 register("nothing_saveable", _constant(nothing_saveable))
 register("dots_saveable", _constant(dots_saveable))
 register("dots_with_no_batch_dims_saveable", _constant(dots_with_no_batch_dims_saveable))
-register("save_only_these_names", lambda names: save_only_these_names(*names))
-register("save_any_names_but_these", lambda names: save_any_names_but_these(*names))
+register("save_only_these_names", lambda names=(): save_only_these_names(*names))
+register("save_any_names_but_these", lambda names=(): save_any_names_but_these(*names))
+register("save_anything_except_these_names", lambda names=(): save_anything_except_these_names(*names))
 register("save_ops", lambda ops: save_ops(*ops))
 register("recompute_ops", lambda ops: recompute_ops(*ops))
 register("any_of", lambda policies: any_of(*policies))
