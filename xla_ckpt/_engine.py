@@ -235,6 +235,12 @@ class _Region:
                 del self.cache[pos]
                 self.records[pos] = replace(self.records[pos], decision=RECOMPUTE)
         self.input_versions = tuple(t._version for t in self.inputs)
+        if self.n_packed == 0:
+            # Autograd saved nothing in this region (its outputs need no grad, e.g. a frozen block):
+            # it is never replayed, so it keeps nothing and reports nothing.
+            self.cache.clear()
+            self.cache_keys.clear()
+            return
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
                 ledger.record(t, param_source(t), grad_fn="region input")
@@ -294,6 +300,8 @@ class _Region:
         return cached
 
     def unpack(self, index: int) -> torch.Tensor:
+        if self.early is None:
+            self._check_inputs()  # the more specific message first: a region input changed after forward
         ref, version = self.packed_versions[index]
         t = ref()
         if index in self.dirty or (t is not None and t._version != version):
@@ -361,6 +369,8 @@ class _Region:
                 stack.enter_context(torch.enable_grad())
                 stack.enter_context(_saved.hooks_for())
                 stack.enter_context(_recomputing(self))
+                if self.on_xla:
+                    stack.enter_context(_xla.einsum_visible())
                 stack.enter_context(replay)
                 self.fn(*args, **kwargs)
         except BaseException:
@@ -443,7 +453,9 @@ def checkpoint(
             region.policies.pop()
     region = _Region(fn, args, kwargs, pol, verify)
     try:
-        with _saved.hooks_for(), _modules.tracking(), _ForwardMode(region):
+        # On XLA, torch_xla lowers einsum below dispatch modes: run its composite so policies see its bmm.
+        visible = _xla.einsum_visible() if region.on_xla else contextlib.nullcontext()
+        with _saved.hooks_for(), _modules.tracking(), visible, _ForwardMode(region):
             st.region = region
             try:
                 out = fn(*args, **kwargs)

@@ -372,8 +372,6 @@ def test_einsum_products_saved_cpu(policy):
 
 
 @pytest.mark.xla
-@pytest.mark.xfail(strict=True, reason="engine: enter _xla.einsum_visible() in forward and replay "
-                   "(issue 15 item 3): torch_xla lowers einsum below the dispatch mode, the policy never sees it")
 @pytest.mark.parametrize("policy", ["dots_saveable", "dots_with_no_batch_dims_saveable"])
 def test_einsum_products_saved_xla(xla_device, policy):
     """JAX test_remat_checkpoint_dots_with_no_batch_dims on XLA: the same bytes as on CPU."""
