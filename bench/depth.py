@@ -188,8 +188,11 @@ def plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
             if r.get("peak_ratio") and v != "none":
                 ax2.annotate(f"{r['peak_ratio']:.2f}x", (r["layers"], r["compiled_peak_bytes"] / 2**20),
                              textcoords="offset points", xytext=(4, -10), fontsize=7)
+    depths = sorted({r["layers"] for r in rows})
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.minorticks_off()
         ax.set_xlabel("layers")
         ax.legend(fontsize=8)
     ax1.set_ylabel("host trace ms / layer (interleaved median)")
