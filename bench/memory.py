@@ -6,8 +6,10 @@
 
 Per variant: bytes autograd keeps (saved_activations), compiled peak (XLA, from --xla_dump_to), device
 peak (TPU/GPU-XLA: xm.get_memory_info; CUDA: max_memory_allocated), FLOPs of one step and the
-recompute share, median step time and its ratio to no checkpointing (same run), first-step time
-(XLA: compile), and the max abs difference of all parameter grads from no checkpointing.
+recompute share, first-step time (XLA: compile), and the max abs difference of all parameter grads
+from no checkpointing. Step times come from one more process that times every variant interleaved
+(bench/timing.py): median over --rounds, spread (IQR / median), median per-round ratio to no
+checkpointing, and on XLA the host trace time beside the step time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 from typing import Any
+
+import targets
+import timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -38,14 +43,16 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    p.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up step")
+    p.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (one step of each variant)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant before the rounds")
     p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/)")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
     p.add_argument("--plot", help="write a PNG: memory vs step-time ratio, Pareto front highlighted")
     a = p.parse_args(argv)
     if a.quick:
-        a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab, a.steps = 2, 32, 2, 16, 2, 64, 2
+        a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
+        a.rounds, a.warmup = min(a.rounds, 3), 1
     return a
 
 
@@ -102,7 +109,6 @@ def _derive(results: list[dict[str, Any]], grads: dict[str, Any]) -> None:
         if base.get("flops"):
             r["recompute_flops"] = max(0, r["flops"] - base["flops"])
             r["recompute_share"] = r["recompute_flops"] / r["flops"]
-        r["time_ratio"] = r["step_s"] / base["step_s"]
         r["saved_ratio"] = r["saved_bytes"] / base["saved_bytes"] if base["saved_bytes"] else None
         if r["variant"] in grads and "none" in grads:
             r["grad_max_abs_diff"] = float((grads[r["variant"]] - grads["none"]).abs().max())
@@ -115,9 +121,14 @@ def _mib(n: Any) -> str:
     return "-" if n is None else f"{n / 2**20:9.2f}"
 
 
+def _num(r: dict[str, Any], key: str, scale: float, width: int, digits: int) -> str:
+    return f"{'-':>{width}s}" if r.get(key) is None else f"{scale * r[key]:{width}.{digits}f}"
+
+
 def _table(results: list[dict[str, Any]]) -> str:
     head = (f"{'variant':30s} {'saved MiB':>9s} {'x none':>6s} {'peak MiB':>9s} {'x none':>6s} "
-            f"{'recomp%':>7s} {'step ms':>8s} {'x time':>6s} {'1st s':>6s} {'grad diff':>9s}")
+            f"{'recomp%':>7s} {'step ms':>8s} {'IQR%':>5s} {'x time':>6s} {'trace ms':>8s} {'x trace':>7s} "
+            f"{'1st s':>6s} {'grad diff':>9s}")
     lines = [head, "-" * len(head)]
     for r in results:
         if r.get("error"):
@@ -127,8 +138,9 @@ def _table(results: list[dict[str, Any]]) -> str:
         peak_ratio = r.get("compiled_peak_ratio") or r.get("device_peak_ratio")
         lines.append(
             f"{r['variant']:30s} {_mib(r['saved_bytes'])} {r.get('saved_ratio') or 0:6.2f} {_mib(peak)} "
-            f"{peak_ratio or 0:6.2f} {100 * r.get('recompute_share', 0):6.1f}% {1e3 * r['step_s']:8.1f} "
-            f"{r['time_ratio']:6.2f} {r['first_step_s']:6.1f} {r.get('grad_max_abs_diff', float('nan')):9.1e}"
+            f"{peak_ratio or 0:6.2f} {100 * r.get('recompute_share', 0):6.1f}% {_num(r, 'step_s', 1e3, 8, 1)} "
+            f"{_num(r, 'step_spread', 100, 5, 0)} {_num(r, 'time_ratio', 1, 6, 2)} {_num(r, 'trace_s', 1e3, 8, 1)} "
+            f"{_num(r, 'trace_ratio', 1, 7, 2)} {r['first_step_s']:6.1f} {r.get('grad_max_abs_diff', float('nan')):9.1e}"
         )
     return "\n".join(lines)
 
@@ -139,7 +151,8 @@ def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [(r["time_ratio"], r[key] / 2**20, r["variant"]) for r in results if not r.get("error") and r.get(key)]
+    pts = [(r["time_ratio"], r[key] / 2**20, r["variant"]) for r in results
+           if not r.get("error") and r.get(key) and r.get("time_ratio")]
     front, best = [], float("inf")
     for t, m, n in sorted(pts):  # Pareto: no other point is both faster and smaller
         if m < best:
@@ -175,18 +188,34 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(name)
         spec = {"variant": name, "config": config, "device": a.device, "model": a.model, "layers": a.layers,
                 "d_model": a.d_model, "heads": a.heads, "seq": a.seq, "batch": a.batch, "vocab": a.vocab,
-                "dtype": a.dtype, "steps": a.steps, "dump_dir": os.path.join(tmp, "dump_" + name.replace(":", "_")),
+                "dtype": a.dtype, "steps": 1, "dump_dir": os.path.join(tmp, "dump_" + name.replace(":", "_")),
                 "grads_path": os.path.join(tmp, name.replace(":", "_") + ".pt")}
         r = _run_variant(spec)
         if not r.get("error") and os.path.exists(spec["grads_path"]):
             grads[name] = torch.load(spec["grads_path"])
+        r.pop("step_s", None)  # this process's own step time: not comparable across processes
         results.append(r)
     _derive(results, grads)
+    bar.set_postfix_str(f"interleaved timing, {a.rounds} rounds")
+    model = {k: getattr(a, k) for k in ("model", "layers", "d_model", "heads", "seq", "batch", "vocab", "dtype")}
+    ok = [(n, c) for (n, c), r in zip(variants, results) if not r.get("error")]
+    timed = timing.launch({"device": a.device, "rounds": a.rounds, "warmup": a.warmup, "reference": "none",
+                           "entries": [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]})
+    timing.merge(results, timed)
+    goals = targets.targets(timed, a.device)
     shutil.rmtree(tmp, ignore_errors=True)
     title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
     print(title)
     print(_table(results))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results}
+    print(f"step/trace: median of {a.rounds} interleaved rounds in one process (bench/timing.py); IQR% = "
+          f"(p75 - p25) / median; x = median of per-round ratios to none; trace = host time until sync (XLA)")
+    spreads = [r["step_spread"] for r in results if r.get("step_spread") is not None]
+    if spreads:
+        print(f"this run's spread: step IQR {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% of the median")
+    if timed.get("error"):
+        print(f"timing: {timed['error']}")
+    print("\n".join(targets.lines(goals)))
+    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

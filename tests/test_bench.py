@@ -1,4 +1,8 @@
-"""The memory benchmark end to end (quick configuration), and the compiled-peak parser on a real dump."""
+"""The benchmarks end to end (quick configurations), their timing arithmetic, and the compiled-peak parser.
+
+No timing assertion anywhere: timings on a shared machine only get structure checks (every variant
+produced numbers, interleaved in one process); the arithmetic is tested on made-up samples.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,13 @@ import pytest
 
 from xla_ckpt import _xla
 
-ROOT = os.path.dirname(os.path.dirname(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
+
+import depth  # noqa: E402
+import timing  # noqa: E402
+
+QUICK_ROUNDS = 3
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -30,6 +40,20 @@ def _bench(tmp_path, device, *extra):
     return doc, {r["variant"]: r for r in doc["results"]}
 
 
+def _check_timing(r, rounds, xla):
+    """Every timed variant has its samples from the interleaved process, summaries and ratios."""
+    t = r["timing"]
+    assert t["error"] is None and t["first_step_s"] > 0, t
+    assert len(t["step_samples_s"]) == rounds and all(x > 0 for x in t["step_samples_s"])
+    assert r["step_s"] == t["step"]["median"] and r["step_spread"] >= 0 and r["time_ratio"] > 0
+    if xla:  # host trace (until the sync call) is part of the step
+        assert len(t["host_samples_s"]) == rounds
+        assert all(0 < h < s for h, s in zip(t["host_samples_s"], t["step_samples_s"]))
+        assert r["trace_s"] > 0 and r["trace_spread"] >= 0 and r["trace_ratio"] > 0
+    else:
+        assert "host" not in t and "trace_s" not in r
+
+
 def _check(doc, res, expected):
     assert set(res) == set(expected), set(res) ^ set(expected)
     env = doc["environment"]
@@ -39,7 +63,9 @@ def _check(doc, res, expected):
         assert r["grad_max_abs_diff"] <= 1e-5, r  # fp32: agreement to rounding
         assert r["n_grads"] == r["n_params"]
         assert 0.0 <= r["recompute_share"] <= 1.0
-        assert r["step_s"] > 0 and r["time_ratio"] > 0
+        _check_timing(r, QUICK_ROUNDS, doc["config"]["device"] == "xla")
+    assert ok["none"]["time_ratio"] == 1.0  # its own per-round reference
+    assert {t["target"] for t in doc["targets"]} and all(t["ratio"]["median"] > 0 for t in doc["targets"])
     saved = {k: r["saved_bytes"] for k, r in ok.items()}
     assert saved["none"] > saved["xla_ckpt:megatron_selective"] > saved["xla_ckpt:full"], saved
     assert saved["none"] > saved["xla_ckpt:dots"] > saved["xla_ckpt:full"], saved
@@ -47,23 +73,101 @@ def _check(doc, res, expected):
 
 
 def test_bench_cpu(tmp_path):
-    doc, res = _bench(tmp_path, "cpu")
+    doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS))
     presets = [os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml")]
     expected = {"none", "torch_sac"} | {f"xla_ckpt:{p}" for p in presets if p != "none"}
     ok = _check(doc, res, expected)
     assert "torch_sac" in ok  # torch's SAC runs on eager devices
+    assert [t["target"] for t in doc["targets"]] == ["CPU step: megatron_selective / torch_sac",
+                                                      "CPU step: dots / none"]
     assert "matched no module" in res["xla_ckpt:llama_hf"]["error"]  # a Llama preset on our GPT: reported
 
 
 @pytest.mark.xla
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
-    doc, res = _bench(tmp_path, "xla", "--policies", *pols)
+    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols)
     ok = _check(doc, res, {"none", "torch_xla", "torch_sac", "xla_ckpt:full", "xla_ckpt:dots",
                            "xla_ckpt:megatron_selective"})
     assert "torch_sac" not in ok and "torch" in res["torch_sac"]["error"]  # crashes on XLA: recorded
     assert all(r["compiled_peak_bytes"] > 0 for r in ok.values())
     assert doc["environment"]["torch_xla"]
+    assert [t["target"] for t in doc["targets"]] == ["XLA host trace: megatron_selective / none"]
+
+
+@pytest.mark.xla
+def test_depth_sweep_xla(tmp_path, xla_device):
+    out_json, out_png = tmp_path / "depth.json", tmp_path / "depth.png"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "depth.py"), "--quick", "--rounds", str(QUICK_ROUNDS),
+         "--json", str(out_json), "--plot", str(out_png)],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "PJRT_DEVICE": "CPU"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trace cost per layer" in proc.stdout
+    assert out_png.read_bytes()[:8] == PNG_MAGIC
+    doc = json.loads(out_json.read_text())
+    depths = doc["config"]["depths"]
+    rows = {(r["layers"], r["variant"]): r for r in doc["rows"]}
+    assert set(rows) == {(n, v) for n in depths for v in depth.VARIANTS}
+    for (n, v), r in rows.items():
+        assert r["error"] is None, r
+        assert r["compiled_peak_bytes"] > 0 and r["peak_ratio"] > 0 and r["grad_max_abs_diff"] <= 1e-5, r
+        assert r["trace_s"] > 0 and r["trace_per_layer_s"] == pytest.approx(r["trace_s"] / n)
+        assert 0 < r["trace_s"] < r["step_s"] and r["trace_ratio"] > 0
+        assert len(doc["timing"]["entries"][f"L{n}:{v}"]["host_samples_s"]) == QUICK_ROUNDS
+    assert set(doc["flatness"]) == set(depth.VARIANTS)
+    for f in doc["flatness"].values():
+        assert list(f["slope_s_per_layer"]) == [f"{a}-{b}" for a, b in zip(depths, depths[1:])]
+
+
+def test_interleaved_order_alternates():
+    assert timing.round_order(3, 0) == [0, 1, 2]
+    assert timing.round_order(3, 1) == [2, 1, 0]
+    assert timing.round_order(3, 2) == [0, 1, 2]
+
+
+def test_summaries_and_per_round_ratios():
+    s = timing.summarize([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert (s["median"], s["p25"], s["p75"], s["min"], s["max"]) == (3.0, 2.0, 4.0, 1.0, 100.0)
+    assert s["spread"] == pytest.approx(2.0 / 3.0)
+    assert timing.summarize([5.0])["spread"] == 0.0
+    # A load spike in round 2 slows both entries: the per-round ratio does not see it.
+    assert timing.per_round_ratios([2.0, 20.0, 2.2], [1.0, 10.0, 1.0]) == [2.0, 2.0, 2.2]
+    with pytest.raises(ValueError, match="rounds must match"):
+        timing.per_round_ratios([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="at least one sample"):
+        timing.summarize([])
+
+
+def _depth_fake(slopes_ms):
+    """Made-up worker and timing results: `none` grows linearly, `full` per `slopes_ms` per layer."""
+    import argparse
+
+    depths = [2, 4, 8, 16]
+    a = argparse.Namespace(depths=depths)
+    mem, ents = {}, {}
+    for n in depths:
+        extra = sum(s * (min(n, hi) - lo) for (lo, hi), s in zip(zip(depths, depths[1:]), slopes_ms) if n > lo)
+        for v, ms in (("none", 10 + 1.0 * n), ("xla_ckpt:full", 10 + 2.0 * 2 + extra),
+                      ("xla_ckpt:megatron_selective", 10 + 2.0 * n)):
+            mem[(n, v)] = {"compiled_peak_bytes": 1000 * n if v == "none" else 500 * n, "saved_bytes": 1,
+                           "grad_max_abs_diff": 0.0}
+            samples = [ms / 1e3, 2 * ms / 1e3]  # round 2 under twice the load
+            ents[f"L{n}:{v}"] = {"host_samples_s": samples, "host": timing.summarize(samples),
+                                 "step": timing.summarize([2 * x for x in samples])}
+    return depth.analyse(a, mem, {"entries": ents})
+
+
+def test_depth_flatness_verdict():
+    rows, flat = _depth_fake([2.0, 2.0, 2.0])
+    assert flat["none"]["flat"] and flat["xla_ckpt:megatron_selective"]["flat"] and flat["xla_ckpt:full"]["flat"]
+    assert flat["xla_ckpt:full"]["slope_s_per_layer"]["8-16"] == pytest.approx(3e-3)  # median of 2 and 4 ms
+    r = next(r for r in rows if r["layers"] == 8 and r["variant"] == "xla_ckpt:megatron_selective")
+    assert r["peak_ratio"] == 0.5 and r["trace_ratio"] == pytest.approx(26 / 18)
+    _, flat = _depth_fake([1.0, 2.0, 4.0])  # per-layer cost doubles with depth: said plainly
+    assert flat["xla_ckpt:full"]["flat"] is False and flat["xla_ckpt:full"]["max_over_min"] == pytest.approx(4.0)
+    assert "NOT flat" in depth.verdict_lines(flat)[1]
 
 
 @pytest.mark.xla
