@@ -30,12 +30,17 @@ import timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)  # the checkout's library, as the workers use it
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["xla", "cuda", "cpu"], default="xla")
-    p.add_argument("--model", choices=["gpt", "llama-hf"], default="gpt")
+    from xla_ckpt.hf_models import ARCHS  # the library never imports bench/; bench uses the library
+
+    p.add_argument("--model", choices=["gpt", "llama-hf", *ARCHS], default="gpt",
+                   help="our GPT, llama-hf (use_cache=False), or a Hugging Face architecture from its default "
+                        "config with random weights, sized by --layers/--d-model/--heads/--seq/--vocab")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)

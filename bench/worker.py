@@ -26,10 +26,14 @@ def _setup_env(spec: dict[str, Any]) -> None:
 def _model(spec: dict[str, Any]) -> Any:
     import torch
 
+    from xla_ckpt import hf_models
     from xla_ckpt.models import GPT, GPTConfig, llama_hf
 
     torch.manual_seed(0)
-    if spec["model"] == "llama-hf":
+    if spec["model"] in hf_models.ARCHS:
+        m = hf_models.build(spec["model"], d_model=spec["d_model"], n_layer=spec["layers"], n_head=spec["heads"],
+                            seq_len=spec["seq"], vocab_size=spec["vocab"])
+    elif spec["model"] == "llama-hf":
         m = llama_hf(vocab_size=spec["vocab"], d_model=spec["d_model"], n_layer=spec["layers"],
                      n_head=spec["heads"], seq_len=spec["seq"])
     else:
@@ -39,11 +43,10 @@ def _model(spec: dict[str, Any]) -> Any:
 
 
 def _blocks(model: Any) -> list[Any]:
-    from torch import nn
+    """The transformer blocks, as the presets' ``blocks = true`` selects them."""
+    import xla_ckpt
 
-    return [m for m in model.modules() if type(m).__name__ in ("Block", "LlamaDecoderLayer")] or [
-        m for m in model.modules() if isinstance(m, nn.ModuleList)
-    ]
+    return [model.get_submodule(n) for n in xla_ckpt.find_blocks(model)]
 
 
 def _megatron_torch_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +107,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         device = torch_xla.device()
     else:
         device = torch.device(dev_kind)
-    model = _model(spec).to(device)
+    from xla_ckpt import hf_models
+
+    model = hf_models.to_device(_model(spec), device)  # re-ties tied weights (XLA unties them)
     variant = spec["variant"]
     sac_caches: list[Any] = []
     result: dict[str, Any] = {"variant": variant, "error": None}
@@ -118,8 +123,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         _wrap_torch(model, variant, sac_caches)
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(0, spec["vocab"], (spec["batch"], spec["seq"]), generator=g).to(device)
+    hf_batch = (hf_models.batch(spec["model"], model, batch=spec["batch"], seq_len=spec["seq"],
+                                vocab_size=spec["vocab"], device=device) if spec["model"] in hf_models.ARCHS else {})
 
     def loss_fn() -> Any:
+        if hf_batch:
+            return model(**hf_batch).loss
         out = model(idx, idx) if spec["model"] == "gpt" else model(idx, labels=idx).loss
         return out
 
@@ -140,7 +149,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         # Saved bytes (what autograd keeps between forward and backward) from one forward.
         block_inputs: list[Any] = []
-        hooks = [b.register_forward_pre_hook(lambda m, a: block_inputs.append(a[0])) for b in _blocks(model)]
+        hooks = [b.register_forward_pre_hook(lambda m, a: block_inputs.append(a[0] if a else None)) for b in _blocks(model)]
         with xla_ckpt.saved_activations() as saved:
             loss = loss_fn()
         for h in hooks:

@@ -150,19 +150,17 @@ def _llama(device):
 def test_apply_on_hf_llama(device):
     idx = _idx(device)
     kept, grads = {}, {}
-    for preset in ["none", "megatron_selective", "dots", "full", "llama_hf"]:
+    for preset in ["none", "megatron_selective", "dots", "full", "fsdp_xla"]:
         model = _llama(device)
         report = xla_ckpt.apply(model, os.path.join(POL, f"{preset}.toml"))
-        if preset in ("full", "dots", "megatron_selective"):
+        if preset != "none":
             assert [w.name for w in report.wrapped] == ["model.layers.0", "model.layers.1", "model.layers.2"]
-        if preset == "llama_hf":
-            assert [w.name for w in report.wrapped] == ["model.layers.1", "model.layers.2"]
         kept[preset] = _kept(model, idx)
         grads[preset] = _grads(model, idx)
     for preset in grads:
         assert_same(grads["none"], grads[preset])
     assert kept["none"] > kept["dots"] > kept["megatron_selective"] > kept["full"], kept
-    assert kept["none"] > kept["llama_hf"], kept
+    assert kept["none"] > kept["fsdp_xla"], kept
 
 
 def test_explain_cli(capsys):

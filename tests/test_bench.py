@@ -80,7 +80,20 @@ def test_bench_cpu(tmp_path):
     assert "torch_sac" in ok  # torch's SAC runs on eager devices
     assert [t["target"] for t in doc["targets"]] == ["CPU step: megatron_selective / torch_sac",
                                                       "CPU step: dots / none"]
-    assert "matched no module" in res["xla_ckpt:llama_hf"]["error"]  # a Llama preset on our GPT: reported
+    assert set(ok) == expected  # every preset finds the blocks of our GPT (blocks = true): no error row
+
+
+def test_bench_hf_architecture_by_name(tmp_path):
+    """--model takes any architecture of xla_ckpt.hf_models, built from its default config."""
+    doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"))
+    assert doc["config"]["model"] == "mistral"
+    ok = {k: r for k, r in res.items() if not r.get("error")}
+    assert set(ok) == {"none", "torch_sac", "xla_ckpt:full"}, res
+    for r in ok.values():
+        assert r["grad_max_abs_diff"] <= 1e-5 and r["n_grads"] == r["n_params"], r
+    assert ok["xla_ckpt:full"]["wrapped"] == 2
+    saved = {k: r["saved_bytes"] for k, r in ok.items()}
+    assert saved["none"] > saved["torch_sac"] > saved["xla_ckpt:full"], saved
 
 
 @pytest.mark.xla

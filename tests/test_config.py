@@ -16,7 +16,39 @@ PRESETS = sorted(glob.glob(os.path.join(ROOT, "policies", "*")))
 
 def test_at_least_six_documented_presets():
     names = {os.path.splitext(os.path.basename(p))[0] for p in PRESETS}
-    assert {"none", "full", "dots", "megatron_selective", "names", "llama_hf"} <= names
+    assert {"none", "full", "dots", "megatron_selective", "names", "fsdp_xla"} <= names
+    assert set(xla_ckpt.presets()) == names  # by name, with their descriptions
+    assert xla_ckpt.presets()["fsdp_xla"].startswith("For FSDP on XLA")
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=os.path.basename)
+def test_every_preset_selects_blocks_by_role_not_class(path):
+    """A preset that named classes would wrap nothing on most architectures (issue 11)."""
+    cfg = xla_ckpt.load_config(path)
+    for rule in cfg.checkpoint:
+        assert rule.blocks and not rule.classes and not rule.match, rule
+
+
+def test_presets_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not from the checkout root
+    by_name = xla_ckpt.load_config("megatron_selective")
+    assert by_name == xla_ckpt.load_config(os.path.join(ROOT, "policies", "megatron_selective.toml"))
+    assert xla_ckpt.load_config("full.yaml").source.endswith("full.yaml")
+    with pytest.raises(ConfigError, match=r"^megatron: no preset of this name; presets: dots, fsdp_xla, full"):
+        xla_ckpt.load_config("megatron")
+    with pytest.raises(ConfigError, match=r"^cfg/x\.toml: no such config file; .* preset name: dots,"):
+        xla_ckpt.load_config("cfg/x.toml")
+    (tmp_path / "full.toml").write_text('[[checkpoint]]\nmatch = ["a"]\npolicy = "dots_saveable"\n')
+    assert xla_ckpt.load_config("full.toml").checkpoint[0].match == ("a",)  # an existing file wins
+
+
+def test_blocks_key():
+    cfg = xla_ckpt._config.as_config({"checkpoint": [{"blocks": True, "policy": "dots_saveable"}]})
+    assert cfg.checkpoint[0].blocks and cfg.checkpoint[0].describe() == "blocks"
+    with pytest.raises(ConfigError, match=r"checkpoint\[0\]\.blocks: expected true or false, got 'yes'"):
+        xla_ckpt._config.as_config({"checkpoint": [{"blocks": "yes", "policy": "dots_saveable"}]})
+    with pytest.raises(ConfigError, match=r"checkpoint\[0\]: a rule needs 'blocks = true'"):
+        xla_ckpt._config.as_config({"checkpoint": [{"blocks": False, "policy": "dots_saveable"}]})
 
 
 @pytest.mark.parametrize("path", PRESETS, ids=os.path.basename)

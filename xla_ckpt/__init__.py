@@ -2,10 +2,12 @@
 
 from xla_ckpt import policies
 from xla_ckpt._apply import ApplyReport, Wrapped, apply
+from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config
 from xla_ckpt._engine import CheckpointError, checkpoint
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._policy import Decision, OpCall, Policy
+from xla_ckpt._presets import presets
 from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
 from xla_ckpt._saved import weights_by_reference
 from xla_ckpt._tag import tag
@@ -20,7 +22,9 @@ __all__ = [
     "Wrapped",
     "apply",
     "checkpointed",
+    "find_blocks",
     "load_config",
+    "presets",
     "uncheckpointed",
     "CheckpointError",
     "Decision",

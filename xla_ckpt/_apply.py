@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -9,6 +10,8 @@ from typing import Any, Mapping, Union
 
 from torch import nn
 
+from xla_ckpt import _hf
+from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, Rule, as_config, glob_regex
 from xla_ckpt._linear import patch_linear
 from xla_ckpt._saved import weights_by_reference
@@ -47,7 +50,9 @@ class ApplyReport:
         return "\n".join(lines)
 
 
-def _matches(rule: Rule, name: str, module: nn.Module) -> bool:
+def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -> bool:
+    if rule.blocks and name not in blocks:
+        return False
     if rule.match and not any(glob_regex(g).match(name) for g in rule.match):
         return False
     return not rule.classes or type(module).__name__ in rule.classes
@@ -60,8 +65,16 @@ class _ByReferenceForward:
         self.module = module
         self.inner = inner
 
+    def _forward(self) -> Any:
+        return self.inner if self.inner is not None else type(self.module).forward.__get__(self.module)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        # The model's own: HF Trainer keeps only the batch columns that model.forward names.
+        return inspect.signature(self._forward())
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fwd = self.inner if self.inner is not None else type(self.module).forward.__get__(self.module)
+        fwd = self._forward()
         with weights_by_reference():
             return fwd(*args, **kwargs)
 
@@ -71,15 +84,19 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
 
     Args:
         model: the root module; rules match fully qualified names below it ("" is the root).
-        config: a ``Config``, a dict, or a ``.toml`` / ``.yaml`` / ``.json`` path.
+        config: a ``Config``, a dict, a preset name (``xla_ckpt.presets()``) or a ``.toml`` / ``.yaml`` /
+            ``.json`` path.
 
     Rules apply in order; a later rule overrides earlier ones for the modules it selects
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
-    matches. A rule that matches nothing is reported and warned about. Everything is validated
-    before the model is changed.
+    matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`). A rule
+    that matches nothing is reported and warned about. Everything is validated before the model is
+    changed. Hugging Face's own gradient checkpointing, if on, is turned off with a warning (one
+    checkpoint per module), and checkpointed modules run without a KV cache in training.
+    ``model.forward``'s signature is kept (HF ``Trainer`` filters dataset columns by it).
 
     Example:
-        >>> report = xla_ckpt.apply(model, "policies/megatron_selective.toml")
+        >>> report = xla_ckpt.apply(model, "megatron_selective")
         >>> print(report)
     """
     cfg = as_config(config)
@@ -87,8 +104,9 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     plan: dict[str, tuple[nn.Module, int]] = {}
     report = ApplyReport(source=cfg.source, patch_linear=cfg.patch_linear,
                          weights_by_reference=cfg.weights_by_reference)
+    blocks = frozenset(find_blocks(model)) if any(r.blocks for r in cfg.checkpoint) else frozenset()
     for i, rule in enumerate(cfg.checkpoint):
-        matched = [(n, m) for n, m in named if _matches(rule, n, m)]
+        matched = [(n, m) for n, m in named if _matches(rule, n, m, blocks)]
         if not matched:
             report.unmatched_rules.append(f"{cfg.source}: checkpoint[{i}] ({rule.describe()})")
         for n, m in matched[:: rule.every]:
@@ -112,6 +130,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
             )
         final.append((n, m, i))
     # Validated: now change the model.
+    _hf.turn_off_hf_checkpointing(model, "apply")
     if cfg.patch_linear:
         patch_linear(model)
     for n, m, i in final:

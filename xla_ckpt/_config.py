@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
 
-from xla_ckpt import policies
+from xla_ckpt import _presets, policies
 from xla_ckpt._policy import Policy, resolve_op
 
 __all__ = ["Config", "Rule", "PolicySpec", "ConfigError", "load_config", "as_config", "glob_regex"]
@@ -43,16 +43,23 @@ class PolicySpec:
 
 @dataclass(frozen=True)
 class Rule:
-    """Select modules by name glob and/or class name; wrap every ``every``-th with ``policy``."""
+    """Select modules by name glob, class name and/or ``blocks``; wrap every ``every``-th with ``policy``.
+
+    ``blocks = true`` selects the model's transformer blocks without naming their class
+    (``xla_ckpt.find_blocks``); with ``match`` or ``classes`` too, a module must satisfy all of them.
+    """
 
     policy: PolicySpec
     match: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    blocks: bool = False
     every: int = 1
     enabled: bool = True  # false: an override that leaves the selected modules unwrapped
 
     def describe(self) -> str:
         sel = []
+        if self.blocks:
+            sel.append("blocks")
         if self.match:
             sel.append("match=" + ",".join(self.match))
         if self.classes:
@@ -166,7 +173,7 @@ class _Parser:
         )
 
     def rule(self, data: Any, key: str) -> Rule:
-        d = self.keys(data, key, {"match", "classes", "every", "policy", "enabled"})
+        d = self.keys(data, key, {"match", "classes", "blocks", "every", "policy", "enabled"})
         match = self.strings(d["match"], f"{key}.match") if "match" in d else ()
         for g in match:
             try:
@@ -175,8 +182,10 @@ class _Parser:
                 raise self.fail(f"{key}.match", f"bad glob {g!r}: use module-path characters, '*' (one path "
                                 "component), '**' (any depth), '?' and balanced '[...]'") from None
         classes = self.strings(d["classes"], f"{key}.classes") if "classes" in d else ()
-        if not match and not classes:
-            raise self.fail(key, "a rule needs 'match' (module-path globs) and/or 'classes' (class names)")
+        blocks = self.boolean(d.get("blocks", False), f"{key}.blocks")
+        if not match and not classes and not blocks:
+            raise self.fail(key, "a rule needs 'blocks = true' (the model's transformer blocks), 'match' "
+                            "(module-path globs) and/or 'classes' (class names)")
         every = d.get("every", 1)
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise self.fail(f"{key}.every", f"expected an integer >= 1, got {every!r}")
@@ -184,7 +193,7 @@ class _Parser:
         if "policy" not in d and enabled:
             raise self.fail(f"{key}.policy", f"missing; allowed policies: {', '.join(policies.names())}")
         spec = self.policy(d.get("policy", "nothing_saveable"), f"{key}.policy")
-        return Rule(policy=spec, match=match, classes=classes, every=every, enabled=enabled)
+        return Rule(policy=spec, match=match, classes=classes, blocks=blocks, every=every, enabled=enabled)
 
     def policy(self, value: Any, key: str) -> PolicySpec:
         if isinstance(value, str):
@@ -237,13 +246,32 @@ def _read(path: str) -> Any:
     raise ConfigError(f"{path}: unsupported config extension {ext!r}; use .toml, .yaml, .yml or .json")
 
 
+def _locate(path: str) -> str:
+    """A file path for ``path``: a preset name (``"full"``, ``"full.yaml"``) or a config file path."""
+    if os.path.isfile(path):
+        return path
+    preset = _presets.preset_path(path)
+    if preset is not None:
+        return preset
+    names = ", ".join(_presets.preset_names()) or "(none found: reinstall xla_ckpt)"
+    if not os.path.splitext(path)[1] and os.sep not in path and "/" not in path:
+        raise ConfigError(f"{path}: no preset of this name; presets: {names} (xla_ckpt.presets() describes "
+                          "them); or give the path of a .toml, .yaml/.yml or .json config file")
+    raise ConfigError(f"{path}: no such config file; give an existing .toml, .yaml/.yml or .json path, or a "
+                      f"preset name: {names}")
+
+
 def load_config(path: Union[str, os.PathLike[str]]) -> Config:
-    """Load and validate a checkpoint config file (``.toml``, ``.yaml``/``.yml`` or ``.json``).
+    """Load and validate a preset by name, or a config file (``.toml``, ``.yaml``/``.yml``, ``.json``).
+
+    A name without a folder (``"megatron_selective"``, ``"full.yaml"``) that is not an existing file
+    is a shipped preset (``xla_ckpt.presets()`` lists them).
 
     Example:
-        >>> cfg = xla_ckpt.load_config("policies/megatron_selective.toml")
+        >>> cfg = xla_ckpt.load_config("megatron_selective")
+        >>> cfg = xla_ckpt.load_config("my_configs/llama.toml")
     """
-    path = os.fspath(path)
+    path = _locate(os.fspath(path))
     try:
         data = _read(path)
     except ConfigError:
@@ -254,7 +282,7 @@ def load_config(path: Union[str, os.PathLike[str]]) -> Config:
 
 
 def as_config(config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
-    """A ``Config`` from a ``Config``, a dict, or a file path."""
+    """A ``Config`` from a ``Config``, a dict, a preset name or a file path."""
     if isinstance(config, Config):
         return config
     if isinstance(config, Mapping):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Optional, TypeVar, overload
 
 from torch import nn
 
-from xla_ckpt import _modules
+from xla_ckpt import _hf, _modules
 from xla_ckpt._engine import checkpoint
 from xla_ckpt.policies import resolve
 
@@ -36,10 +37,26 @@ class _CheckpointedForward:
     def __func__(self) -> Callable[..., Any]:
         return type(self.module).forward
 
+    @property
+    def __signature__(self) -> inspect.Signature:
+        # inspect.signature(module.forward) stays the model's own (HF Trainer filters columns by it).
+        return inspect.signature(self.inner if self.inner is not None else type(self.module).forward.__get__(self.module))
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fwd = self.inner if self.inner is not None else functools.partial(type(self.module).forward, self.module)
-        with _modules.entered(self.module):
+        module = self.module
+        target = self.inner if self.inner is not None else type(module).forward
+        args, kwargs = _prepare(module, target, args, kwargs)
+        fwd = self.inner if self.inner is not None else functools.partial(type(module).forward, module)
+        with _modules.entered(module):
             return checkpoint(fwd, *args, policy=self.policy, **kwargs)
+
+
+def _prepare(module: nn.Module, target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Per call, before the region: HF's own checkpointing off (it would nest a second one inside
+    ours; the flag may have been set after wrapping) and any KV cache off in training."""
+    if getattr(module, "gradient_checkpointing", None) is True:
+        _hf.turn_off_hf_checkpointing(module, "checkpointed")
+    return _hf.without_cache(module, target, args, kwargs)
 
 
 def _class_policy(cls: type) -> Any:
@@ -63,6 +80,7 @@ def _wrap_instance(module: nn.Module, policy: Any) -> nn.Module:
             f"{type(module).__name__} is already checkpointed with {current!r}; call "
             f"xla_ckpt.uncheckpointed(module) before checkpointing it with {policy!r}"
         )
+    _hf.turn_off_hf_checkpointing(module, "checkpointed")
     module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"))  # type: ignore[method-assign]
     return module
 
@@ -77,6 +95,7 @@ def _wrap_class(cls: type, policy: Any) -> type:
 
     @functools.wraps(original)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _prepare(self, original, args, kwargs)
         with _modules.entered(self):
             return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
 

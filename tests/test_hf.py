@@ -1,0 +1,194 @@
+"""Hugging Face conventions: caches off in training only, HF's own checkpointing off, blocks, signatures, Trainer."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import xla_ckpt
+from helpers import assert_same
+from xla_ckpt import _hf, hf_models
+from xla_ckpt.models import GPT, GPTConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _llama():
+    return hf_models.build("llama")
+
+
+def _grads(model, batch):
+    torch.manual_seed(5)
+    loss = model(**batch).loss
+    loss.backward()
+    return [loss.detach()], [p.grad for p in model.parameters()]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    # The notices are once per class and process; each test starts from none given.
+    _hf._warned_cache.clear()
+    _hf._warned_flag.clear()
+
+
+def test_cache_off_in_training_only_with_one_notice_per_class():
+    model = _llama()
+    batch = hf_models.batch("llama", model)
+    ref = copy.deepcopy(model)
+    xla_ckpt.apply(model, "full")
+    with pytest.warns(UserWarning, match=r"LlamaDecoderLayer is checkpointed .* setting use_cache=False, cache=None") as w:
+        got = _grads(model, batch)
+    assert sum("LlamaDecoderLayer" in str(x.message) for x in w) == 1  # two layers, one notice
+    assert_same(_grads(ref, batch), got)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second notice
+        out = model(**batch)
+    assert out.cache is not None and out.cache.get_seq_length() == 0  # the model's cache stayed empty
+    model.eval()
+    with torch.no_grad():
+        out = model(**batch)
+    assert out.cache.get_seq_length() == 16  # eval, no grad: the cache works as before (generation)
+    model.train()
+    with torch.no_grad():
+        assert model(**batch).cache.get_seq_length() == 16  # train mode without grad: nothing to replay
+
+
+def test_cache_passed_positionally_is_turned_off():
+    """GPT2Model passes the cache as the block's second positional argument."""
+    model = hf_models.build("gpt2")
+    batch = hf_models.batch("gpt2", model)
+    ref = copy.deepcopy(model)
+    xla_ckpt.checkpointed(model.transformer.h[0], policy="nothing_saveable")
+    with pytest.warns(UserWarning, match="GPT2Block is checkpointed"):
+        got = _grads(model, batch)
+    assert_same(_grads(ref, batch), got)
+
+
+def test_without_cache_leaves_other_calls_alone():
+    blk = nn.Linear(4, 4)
+    args, kwargs = (torch.ones(1, 4),), {}
+    assert _hf.without_cache(blk, type(blk).forward, args, kwargs) == (args, kwargs)
+
+    class Layer(nn.Module):
+        def forward(self, x, cache=None, use_cache=False):
+            return x
+
+    layer = Layer()
+    assert _hf.without_cache(layer, Layer.forward, (args[0],), {"use_cache": False}) == ((args[0],), {"use_cache": False})
+    with pytest.warns(UserWarning, match="setting cache=None"):
+        a, k = _hf.without_cache(layer, Layer.forward, (args[0], "a cache"), {})
+    assert a == (args[0], None) and k == {}
+
+
+def test_mismatch_hint_names_the_cache():
+    hint = _hf.recompute_mismatch_hint("aten.cat.default", "model.layers.1.self_attn")
+    assert "key/value cache" in hint and "use_cache=False" in hint and "'model.layers.1.self_attn'" in hint
+    assert "mutated in place" in _hf.recompute_mismatch_hint("aten.add_.Tensor")
+
+
+@pytest.mark.parametrize("order", ["hf_first", "xla_ckpt_first"])
+def test_hf_checkpointing_is_turned_off(order):
+    model = _llama()
+    batch = hf_models.batch("llama", model)
+    ref = copy.deepcopy(model)
+    calls = []
+    import torch.utils.checkpoint as tuc
+
+    def spy(fn, *a, **k):
+        calls.append(1)
+        return tuc.checkpoint(fn, *a, use_reentrant=False, **k)
+
+    def hf_on():
+        model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=spy)
+
+    if order == "hf_first":
+        hf_on()
+        with pytest.warns(UserWarning, match=r"apply: Hugging Face gradient checkpointing was on .* turned it off"):
+            xla_ckpt.apply(model, "dots")
+    else:
+        xla_ckpt.apply(model, "dots")
+        hf_on()  # after apply: turned off at the first call instead
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = _grads(model, batch)
+    assert calls == []  # HF's checkpoint never ran: one checkpoint per layer, ours
+    assert not any(layer.gradient_checkpointing for layer in model.model.layers)
+    if order == "hf_first":
+        assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    else:  # the call-time guard sees the wrapped layers only (LlamaModel's flag just turns its cache off)
+        assert any("checkpointed: Hugging Face gradient checkpointing was on" in str(x.message) for x in w)
+    assert_same(_grads(ref, batch), got)
+
+
+def test_signatures_are_kept():
+    model = _llama()
+    before = inspect.signature(model.forward)
+    layer_before = inspect.signature(model.model.layers[0].forward)
+    xla_ckpt.apply(model, "fsdp_xla")  # weights_by_reference replaces model.forward
+    assert inspect.signature(model.forward) == before
+    assert inspect.signature(model.model.layers[0].forward) == layer_before
+    assert "input_ids" in inspect.signature(model.forward).parameters
+
+
+def test_find_blocks():
+    bert = hf_models.build("bert")
+    assert xla_ckpt.find_blocks(bert) == ["bert.encoder.layer.0", "bert.encoder.layer.1"]  # not BertEmbeddings
+    gpt = GPT(GPTConfig(vocab_size=32, seq_len=8, n_layer=3, n_head=2, d_model=16))
+    assert xla_ckpt.find_blocks(gpt) == ["layers.0", "layers.1", "layers.2"]  # no HF: the ModuleList
+    seq = nn.Sequential(nn.Linear(4, 4), nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.ReLU())] * 1),
+                        nn.ModuleList([nn.Sequential(nn.Linear(4, 4)) for _ in range(3)]))
+    assert xla_ckpt.find_blocks(seq) == ["2.0", "2.1", "2.2"]  # the longest list of one class
+    assert xla_ckpt.find_blocks(nn.Linear(2, 2)) == []
+
+
+TRAINER = """
+import copy, inspect, sys, warnings, torch, transformers, xla_ckpt
+from xla_ckpt import hf_models
+base = hf_models.build("llama")
+data = [{k: v[0] for k, v in hf_models.batch("llama", base, batch=1, seed=i).items()} for i in range(4)]
+
+def train(model):
+    args = transformers.TrainingArguments(
+        output_dir=sys.argv[1], max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2, use_cpu=True,
+        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+    loss = trainer.train().training_loss
+    assert trainer.args.device.type == "cpu", trainer.args.device
+    return loss, [p.detach().clone() for p in model.parameters()]
+
+ref_loss, ref_params = train(copy.deepcopy(base))
+model = copy.deepcopy(base)
+assert len(xla_ckpt.apply(model, "fsdp_xla").wrapped) == 2  # weights_by_reference: model.forward replaced
+assert "input_ids" in inspect.signature(model.forward).parameters
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    loss, params = train(model)
+torch.testing.assert_close(torch.tensor(loss), torch.tensor(ref_loss))
+moved = False
+for p0, r, p in zip(base.parameters(), ref_params, params):
+    torch.testing.assert_close(p, r)  # the same two optimizer steps as without the library
+    moved |= not torch.equal(p, p0)
+assert moved, "the two steps changed no parameter"
+print("TRAINED", loss)
+"""
+
+
+def test_trainer_runs_with_a_preset(tmp_path):
+    """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    # A fresh process: accelerate and transformers pick XLA whenever torch_xla imports (use_cpu is then
+    # ignored) unless USE_TORCH_XLA=0, which they read at import time.
+    env = {**os.environ, "USE_TORCH_XLA": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "TRAINED" in run.stdout

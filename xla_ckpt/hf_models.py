@@ -1,0 +1,108 @@
+"""Small Hugging Face models of 13 architectures, from their default configs (random init, nothing downloaded).
+
+For ``python -m xla_ckpt explain --model ARCH``, ``bench/memory.py --model ARCH`` and the tests. Only
+sizes are set; everything else, ``use_cache=True`` and dropout included, is the config class's
+default, as a user meets it. Needs ``transformers`` (the ``test``/``bench`` extras).
+
+Example:
+    >>> model = xla_ckpt.hf_models.build("mistral", d_model=64, n_layer=2, n_head=4, seq_len=32)
+    >>> loss = model(**xla_ckpt.hf_models.batch("mistral", model, batch=2, seq_len=32)).loss
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+
+__all__ = ["ARCHS", "build", "batch", "to_device"]
+
+
+def _decoder(d: int, n_layer: int, n_head: int, seq: int, vocab: int, head_dim: bool = False) -> dict[str, Any]:
+    kw = dict(vocab_size=vocab, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=n_layer,
+              num_attention_heads=n_head, num_key_value_heads=max(1, n_head // 2), max_position_embeddings=seq)
+    if head_dim:  # Gemma and Qwen3 default to a fixed head_dim (256, 128) whatever the hidden size
+        kw["head_dim"] = d // n_head
+    return kw
+
+
+def _encoder(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    return dict(vocab_size=vocab, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=n_layer,
+                num_attention_heads=n_head, max_position_embeddings=seq)
+
+
+def _gpt2(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    return dict(vocab_size=vocab, n_embd=d, n_layer=n_layer, n_head=n_head, n_positions=seq)
+
+
+def _t5(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    # decoder_start_token_id: t5-small's (0); the bare config has none and labels cannot be shifted.
+    return dict(vocab_size=vocab, d_model=d, d_kv=d // n_head, d_ff=2 * d, num_layers=n_layer,
+                num_decoder_layers=n_layer, num_heads=n_head, decoder_start_token_id=0)
+
+
+def _vit(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    # seq patches of 4x4 pixels: a square image of ceil(sqrt(seq)) patches a side.
+    return dict(hidden_size=d, intermediate_size=2 * d, num_hidden_layers=n_layer, num_attention_heads=n_head,
+                patch_size=4, image_size=4 * math.ceil(math.sqrt(seq)))
+
+
+# name -> (config class, model class, sizes -> config kwargs, input kind)
+ARCHS: dict[str, tuple[str, str, Callable[..., dict[str, Any]], str]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", _decoder, "causal"),
+    "mistral": ("MistralConfig", "MistralForCausalLM", _decoder, "causal"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", _decoder, "causal"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", _decoder, "causal"),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", _gpt2, "causal"),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _encoder, "causal"),
+    "bert": ("BertConfig", "BertForMaskedLM", _encoder, "masked"),
+    "t5": ("T5Config", "T5ForConditionalGeneration", _t5, "seq2seq"),
+    "vit": ("ViTConfig", "ViTForImageClassification", _vit, "image"),
+}
+
+
+def to_device(model: nn.Module, device: Any) -> nn.Module:
+    """``model.to(device)`` with tied weights tied again (moving to XLA unties them: T5, Gemma, GPT-2, BERT)."""
+    model = model.to(device)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model
+
+
+def build(arch: str, d_model: int = 32, n_layer: int = 2, n_head: int = 4, seq_len: int = 16,
+          vocab_size: int = 128, seed: Optional[int] = 0) -> nn.Module:
+    """A ``arch`` model in train mode with random weights; only the sizes differ from the config's defaults."""
+    if arch not in ARCHS:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of: {', '.join(ARCHS)}")
+    import transformers  # noqa: PLC0415
+
+    cfg_cls, model_cls, sizes, _ = ARCHS[arch]
+    cfg = getattr(transformers, cfg_cls)(**sizes(d_model, n_layer, n_head, seq_len, vocab_size))
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        token = getattr(cfg, name, None)
+        if isinstance(token, int) and token >= vocab_size:  # e.g. Phi3's pad 32000: inside our small vocab
+            setattr(cfg, name, vocab_size - 1)
+    if seed is not None:
+        torch.manual_seed(seed)
+    return getattr(transformers, model_cls)(cfg).train()
+
+
+def batch(arch: str, model: nn.Module, batch: int = 2, seq_len: int = 16, vocab_size: int = 128,
+          seed: int = 1, device: Any = None) -> dict[str, torch.Tensor]:
+    """Keyword inputs for one training step of ``model`` (they include ``labels``, so ``.loss`` is set)."""
+    kind = ARCHS[arch][3]
+    g = torch.Generator().manual_seed(seed)
+    if kind == "image":
+        cfg = model.config
+        out = {"pixel_values": torch.randn(batch, cfg.num_channels, cfg.image_size, cfg.image_size, generator=g),
+               "labels": torch.randint(0, cfg.num_labels, (batch,), generator=g)}
+    else:
+        ids = torch.randint(0, vocab_size, (batch, seq_len), generator=g)
+        out = {"input_ids": ids, "labels": ids.clone()}
+    return {k: v.to(device) for k, v in out.items()} if device is not None else out
