@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from xla_ckpt import _modules, _saved, _xla
+from xla_ckpt import _compat, _compiled, _modules, _saved, _xla
 from xla_ckpt._replay_state import Fence as _Fence, RNGState as _RNG, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
@@ -374,6 +374,8 @@ def checkpoint(fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveab
         >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
     """
     pol = resolve(policy)
+    if _compat.is_compiling():
+        return _compiled.checkpoint(fn, args, kwargs, pol)  # Dynamo cannot trace the engine: torch's SAC marks
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, TypeVar, overload
 
 from torch import nn
 
-from xla_ckpt import _modules
+from xla_ckpt import _compat, _modules
 from xla_ckpt._engine import checkpoint
 from xla_ckpt.policies import resolve
 
@@ -38,6 +38,9 @@ class _CheckpointedForward:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fwd = self.inner if self.inner is not None else functools.partial(type(self.module).forward, self.module)
+        if _compat.is_compiling():
+            # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
+            return checkpoint(fwd, *args, policy=self.policy, **kwargs)
         with _modules.entered(self.module):
             return checkpoint(fwd, *args, policy=self.policy, **kwargs)
 
@@ -77,6 +80,8 @@ def _wrap_class(cls: type, policy: Any) -> type:
 
     @functools.wraps(original)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if _compat.is_compiling():
+            return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
         with _modules.entered(self):
             return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
 
