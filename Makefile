@@ -1,10 +1,15 @@
 # The two set-up commands of the README: `make bench` and `make test`.
+# `make test-newest`: the library's tests on the newest torch pip offers here (no torch_xla for it).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+NEWEST_TORCH ?= 2.13.0
+VENV_NEWEST  ?= .venv-newest
+PY_NEWEST    := $(VENV_NEWEST)/bin/python
+STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
-.PHONY: bench bench-cpu test install clean
+.PHONY: bench bench-cpu test test-newest install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,6 +17,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# A second environment: torch $(NEWEST_TORCH) (CPU wheel), the test and bench extras, no torch_xla.
+$(STAMP_NEWEST): pyproject.toml
+	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
+	$(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
+	touch $(STAMP_NEWEST)
 
 # The memory benchmark on XLA:CPU with its defaults (memory: one process per variant; step times:
 # one interleaved process), then the depth sweep (2-16 layers of a small GPT). TPU: see README.
@@ -27,5 +38,10 @@ bench-cpu: $(STAMP)
 test: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) -m pytest -q -ra tests
 
+# The library's tests on the newest torch: XLA-only tests are deselected (torch_xla exists only
+# for torch 2.9), the XLA cases of device-parametrised tests skip.
+test-newest: $(STAMP_NEWEST)
+	$(PY_NEWEST) -m pytest -q -ra -m "not xla" tests
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VENV_NEWEST) *.egg-info .pytest_cache

@@ -58,7 +58,7 @@ def _megatron_torch_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
             else CheckpointPolicy.PREFER_RECOMPUTE)
 
 
-def _wrap_torch(model: Any, kind: str, sac_caches: list[Any]) -> None:
+def _wrap_torch(model: Any, kind: str, sac_observer: "_SacObserver") -> None:
     """Wrap each block with torch_xla's checkpoint or torch's SAC (the alternatives users have)."""
     import functools
 
@@ -69,23 +69,63 @@ def _wrap_torch(model: Any, kind: str, sac_caches: list[Any]) -> None:
 
             blk.forward = functools.partial(xla_checkpoint, fwd)
         else:
-            from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+            from torch.utils.checkpoint import checkpoint
 
-            def context_fn() -> Any:
-                ctx = create_selective_checkpoint_contexts(_megatron_torch_policy)
-                sac_caches.append(ctx[0].storage)
-                return ctx
-
-            blk.forward = functools.partial(checkpoint, fwd, use_reentrant=False, context_fn=context_fn)
+            blk.forward = functools.partial(checkpoint, fwd, use_reentrant=False,
+                                            context_fn=sac_observer.context_fn)
 
 
-def _sac_bytes(saved: Any, caches: list[Any], block_inputs: list[Any]) -> int:
+class _SacObserver:
+    """torch SAC's context, plus (while ``active``) a dispatch mode above its forward mode that
+    records what SAC keeps.
+
+    SAC keeps the outputs its policy marks MUST_SAVE / PREFER_SAVE (its documented contract): the
+    observer asks the same pure policy for each op it sees, instead of reading SAC's private cache
+    (whose layout changed in torch 2.13). Inactive, it adds nothing to the timed steps.
+    """
+
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+        self.active = False
+
+    def context_fn(self) -> Any:
+        import contextlib
+
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+        from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
+
+        forward, recompute = create_selective_checkpoint_contexts(_megatron_torch_policy)
+        if not self.active:
+            return forward, recompute
+        kept = self.kept
+
+        class Observe(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                ctx = SelectiveCheckpointContext(is_recompute=False)
+                if _megatron_torch_policy(ctx, func, *args, **kwargs) in (
+                        True, CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
+                    kept.extend(t for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+                return out
+
+        @contextlib.contextmanager
+        def observed() -> Any:
+            with forward, Observe():
+                yield
+
+        return observed(), recompute
+
+
+def _sac_bytes(saved: Any, cached: list[Any], block_inputs: list[Any]) -> int:
     """What torch SAC keeps: what our ledger saw outside its regions (torch's own saved-tensor hooks
-    are innermost inside them), plus each block's inputs and SAC's cached outputs; each buffer once."""
+    are innermost inside them), plus each block's inputs and SAC's saved outputs; each buffer once."""
     from xla_ckpt import _xla
 
     kept = {e.key: e.nbytes for e in saved._counted()}
-    tensors = list(block_inputs) + [w.val for st in caches for outs in st.values() for w in outs]
+    tensors = list(block_inputs) + list(cached)
     for t in tensors:
         if hasattr(t, "untyped_storage"):
             kept[_xla.buffer_key(t)] = _xla.buffer_nbytes(t)
@@ -111,7 +151,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
     model = hf_models.to_device(_model(spec), device)  # re-ties tied weights (XLA unties them)
     variant = spec["variant"]
-    sac_caches: list[Any] = []
+    sac_observer = _SacObserver()
     result: dict[str, Any] = {"variant": variant, "error": None}
     if variant.startswith("xla_ckpt:"):
         report = xla_ckpt.apply(model, spec["config"])
@@ -120,7 +160,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             result["error"] = "config matched no module of this model (nothing to compare)"
             return result
     elif variant in ("torch_xla", "torch_sac"):
-        _wrap_torch(model, variant, sac_caches)
+        _wrap_torch(model, variant, sac_observer)
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(0, spec["vocab"], (spec["batch"], spec["seq"]), generator=g).to(device)
     hf_batch = (hf_models.batch(spec["model"], model, batch=spec["batch"], seq_len=spec["seq"],
@@ -150,15 +190,17 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         # Saved bytes (what autograd keeps between forward and backward) from one forward.
         block_inputs: list[Any] = []
         hooks = [b.register_forward_pre_hook(lambda m, a: block_inputs.append(a[0] if a else None)) for b in _blocks(model)]
+        sac_observer.active = True
         with xla_ckpt.saved_activations() as saved:
             loss = loss_fn()
+        sac_observer.active = False
         for h in hooks:
             h.remove()
-        result["saved_bytes"] = (_sac_bytes(saved, sac_caches, block_inputs) if variant == "torch_sac"
+        result["saved_bytes"] = (_sac_bytes(saved, sac_observer.kept, block_inputs) if variant == "torch_sac"
                                  else saved.nbytes)
         del loss
         block_inputs.clear()
-        sac_caches.clear()
+        sac_observer.kept.clear()
         sync()  # run (and forget) the measuring forward: it must not join the step's graph
         with FlopCounterMode(display=False) as fc:
             model.zero_grad(set_to_none=True)

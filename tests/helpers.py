@@ -64,3 +64,36 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
 
     def count(self, *packets: Any) -> int:
         return sum(self.counts.get(p, 0) for p in packets)
+
+
+def torch_sac_context(policy_fn: Callable[..., Any], kept: list[torch.Tensor]) -> Callable[[], Any]:
+    """A ``context_fn`` for torch's selective checkpoint that also records what it keeps, publicly.
+
+    torch SAC keeps the outputs its policy marks MUST_SAVE / PREFER_SAVE (its documented contract).
+    A dispatch mode entered above SAC's own forward mode sees each op's outputs and asks the same
+    (pure) policy, so the kept tensors are known without reading SAC's private cache, on any torch.
+    """
+    from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
+
+    class Observe(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            decision = policy_fn(SelectiveCheckpointContext(is_recompute=False), func, *args, **kwargs)
+            if decision in (True, CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
+                kept.extend(t for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
+
+    def context_fn() -> Any:
+        import contextlib
+
+        forward, recompute = create_selective_checkpoint_contexts(policy_fn)
+
+        @contextlib.contextmanager
+        def both() -> Any:
+            with forward, Observe():
+                yield
+
+        return both(), recompute
+
+    return context_fn

@@ -10,6 +10,7 @@ from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._presets import presets
 from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
 from xla_ckpt._saved import weights_by_reference
+from xla_ckpt._scan import scan_layers
 from xla_ckpt._tag import tag
 from xla_ckpt._wrap import checkpointed, uncheckpointed
 
@@ -39,6 +40,7 @@ __all__ = [
     "linear_patched",
     "patch_linear",
     "saved_activations",
+    "scan_layers",
     "tag",
     "unpatch_linear",
     "weights_by_reference",

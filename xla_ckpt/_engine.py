@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from xla_ckpt import _modules, _saved, _xla
+from xla_ckpt import _compat, _compiled, _modules, _saved, _xla
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, tensors, written
@@ -440,6 +440,8 @@ def checkpoint(
     pol = resolve(policy)
     if not isinstance(verify, bool):
         raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
+    if _compat.is_compiling():
+        return _compiled.checkpoint(fn, args, kwargs, pol)  # Dynamo cannot trace the engine: torch's SAC marks
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).

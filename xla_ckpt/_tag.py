@@ -7,7 +7,8 @@ from typing import Optional
 import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
-from xla_ckpt import _saved
+from xla_ckpt import _compat, _saved
+from xla_ckpt._compiled import TAG_KEY
 
 __all__ = ["tag", "tag_of"]
 
@@ -32,10 +33,22 @@ def tag(x: torch.Tensor, name: str) -> torch.Tensor:
         raise TypeError(f"xla_ckpt.tag: name must be a non-empty str, got {name!r}")
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"xla_ckpt.tag: expected a Tensor to tag {name!r}, got {type(x).__name__}")
+    if _compat.is_compiling():
+        return _compiled_tag(x, name)
     _TAGS[x] = name
     region = _saved.state.region  # a checkpoint region whose forward is running on this thread
     if region is not None:
         region.on_tag(x, name)
+    return x
+
+
+def _compiled_tag(x: torch.Tensor, name: str) -> torch.Tensor:
+    # Under torch.compile a tag must never break the graph (a weak-key dict write would). With
+    # torch >= 2.13 the name rides on an annotated alias the selective-checkpoint lowering sees
+    # (xla_ckpt._compiled); older torch cannot carry it, which the lowering says once.
+    if _compat.HAS_ANNOTATE and _compat.SAC_GIVES_OP_OUTPUT:
+        with _compat.annotate({TAG_KEY: name}):
+            return torch.ops.aten.alias.default(x)
     return x
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional, TypeVar, overload
 
 from torch import nn
 
-from xla_ckpt import _hf, _modules
+from xla_ckpt import _compat, _hf, _modules
 from xla_ckpt._engine import checkpoint
 from xla_ckpt.policies import resolve
 
@@ -47,6 +47,9 @@ class _CheckpointedForward:
         target = self.inner if self.inner is not None else type(module).forward
         args, kwargs = _prepare(module, target, args, kwargs)
         fwd = self.inner if self.inner is not None else functools.partial(type(module).forward, module)
+        if _compat.is_compiling():
+            # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
+            return checkpoint(fwd, *args, policy=self.policy, **kwargs)
         with _modules.entered(module):
             return checkpoint(fwd, *args, policy=self.policy, **kwargs)
 
@@ -96,6 +99,8 @@ def _wrap_class(cls: type, policy: Any) -> type:
     @functools.wraps(original)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         args, kwargs = _prepare(self, original, args, kwargs)
+        if _compat.is_compiling():
+            return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
         with _modules.entered(self):
             return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
 

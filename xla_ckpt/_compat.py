@@ -1,0 +1,78 @@
+"""Differences between the torch versions xla_ckpt supports, in one place.
+
+Supported: torch 2.9 (with torch_xla 2.9: the only matching pair) up to the newest torch pip offers
+here (2.13 is tested in CI, without torch_xla). Everything version-dependent is asked here, by
+feature, never by comparing version strings elsewhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+from typing import Any
+
+import torch
+
+__all__ = [
+    "TORCH_VERSION",
+    "is_compiling",
+    "SAC_GIVES_OP_OUTPUT",
+    "HAS_ANNOTATE",
+    "annotate",
+    "current_node_meta",
+    "object_by_id",
+]
+
+
+def _version(v: str) -> tuple[int, int]:
+    major, minor = v.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+TORCH_VERSION: tuple[int, int] = _version(torch.__version__)
+
+
+def is_compiling() -> bool:
+    """True while Dynamo traces (``torch.compile``), or while torch.export / AOTAutograd trace.
+
+    Dynamo folds this to a constant, so a branch on it costs no graph break.
+    """
+    return torch.compiler.is_compiling()
+
+
+def _sac_gives_op_output() -> bool:
+    from torch.utils.checkpoint import SelectiveCheckpointContext  # noqa: PLC0415
+
+    return "op_output" in inspect.signature(SelectiveCheckpointContext.__init__).parameters
+
+
+# Constants, not calls: Dynamo reads them without tracing anything.
+SAC_GIVES_OP_OUTPUT: bool = _sac_gives_op_output()
+"""torch >= 2.13 asks a selective-checkpoint ``policy_fn`` *after* the op, with ``ctx.op_output``;
+before, it asks before the op runs and the policy sees no output (``OpCall.out`` is None)."""
+HAS_ANNOTATE: bool = hasattr(torch.fx.traceback, "annotate")
+"""``torch.fx.traceback.annotate`` (torch >= 2.13): custom node metadata that survives compile."""
+
+
+def annotate(meta: dict[str, Any]) -> Any:
+    """``torch.fx.traceback.annotate(meta)``; only call when ``HAS_ANNOTATE``."""
+    return torch.fx.traceback.annotate(meta)
+
+
+def current_node_meta() -> dict[str, Any]:
+    """Metadata of the FX node being traced right now ({} outside a meta-preserving trace)."""
+    fxt = torch.fx.traceback
+    if not fxt.has_preserved_node_meta():
+        return {}
+    return fxt.get_current_meta() or {}
+
+
+def object_by_id(key: int) -> Any:
+    """The live object whose ``id()`` is ``key`` (CPython).
+
+    Only for ids Dynamo computed from objects reachable from the frame being compiled: Dynamo guards
+    on their identity (ID_MATCH) and keeps the frame alive while AOTAutograd traces, which is the
+    only time the compiled lowering looks an id up. Dynamo can hand only Python constants through a
+    ``context_fn`` (it rebuilds the partial from constants), not arbitrary policy objects.
+    """
+    return ctypes.cast(key, ctypes.py_object).value

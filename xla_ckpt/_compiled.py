@@ -1,0 +1,327 @@
+"""Under ``torch.compile``: the same policy lowered to torch's selective-checkpoint marks.
+
+The eager engine (dispatch modes, a cache, replay) cannot be traced by Dynamo. Under compile,
+``checkpoint()`` instead calls non-reentrant ``torch.utils.checkpoint`` with a ``context_fn`` whose
+``policy_fn`` asks our policy: SAVE becomes ``MUST_SAVE``, RECOMPUTE ``PREFER_RECOMPUTE``. The
+marks land on the joint graph (``node.meta["recompute"]``) and the min-cut partitioner honours
+them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
+
+What a policy sees differs from eager in three documented ways:
+- ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
+  and None before (torch asks before the op runs); ``nbytes`` and ``flops`` come from metadata on
+  every version.
+- ``OpCall.module`` is rebuilt from the graph's ``nn_module_stack`` to the name the eager engine uses.
+- ``OpCall.tag`` needs torch >= 2.13 (see :mod:`xla_ckpt._tag`); before, it is None, said once.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves, tree_map
+
+from xla_ckpt import _compat, _modules, _xla
+from xla_ckpt._policy import Decision, OpCall, Policy
+
+__all__ = ["checkpoint", "context_fn", "recorded", "TAG_KEY"]
+
+aten = torch.ops.aten
+TAG_KEY = "xla_ckpt_tag"  # the custom node-meta key ``tag()`` writes under compile (torch >= 2.13)
+_IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy, aten._unsafe_view})
+
+
+def _skipped(op: Any) -> bool:
+    # As the eager engine: views (``_unsafe_view`` included), detach and lift_fresh are never decided.
+    return isinstance(op, torch._ops.OpOverload) and (op.is_view or op.overloadpacket in _IGNORED)
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledOpCall(OpCall):
+    """An ``OpCall`` seen while tracing: ``nbytes`` / ``flops`` from metadata when ``out`` is None."""
+
+    @cached_property
+    def _meta_out(self) -> Any:
+        if self.out is not None:
+            return self.out
+        return _meta_run(self.op, self.args, self.kwargs)
+
+    @cached_property
+    def nbytes(self) -> int:  # type: ignore[override]
+        return sum(_xla.shape_nbytes(t) for t in tree_leaves(self._meta_out) if isinstance(t, torch.Tensor))
+
+    @cached_property
+    def flops(self) -> int:  # type: ignore[override]
+        from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
+
+        formula = flop_registry.get(self.op.overloadpacket)
+        if formula is None:
+            return 0
+        try:
+            return int(formula(*self.args, **self.kwargs, out_val=self._meta_out))
+        except Exception:  # a formula that cannot read these arguments: unknown, not an error
+            return 0
+
+
+def _meta_run(op: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``op`` on meta copies of its tensor arguments, outside every mode: shapes only, no trace."""
+    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+    def to_meta(t: Any) -> Any:
+        if isinstance(t, torch.Tensor):
+            return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+        return t
+
+    try:
+        with _disable_current_modes():
+            margs, mkwargs = tree_map(to_meta, (args, kwargs))
+            return op(*margs, **mkwargs)
+    except Exception:  # no meta kernel, or symbolic shapes: unknown size
+        return None
+
+
+# --------------------------------------------------------------------------- recording (tests, bench)
+
+
+class _Recorder(threading.local):
+    def __init__(self) -> None:
+        self.sinks: list[list["_Lowering"]] = []
+
+
+_recorder = _Recorder()
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_old_torch() -> None:
+    warnings.warn(
+        f"xla_ckpt under torch.compile on torch {torch.__version__}: policies see OpCall.out=None (nbytes "
+        "and flops still work) and no xla_ckpt.tag names (tag=None), because this torch asks a selective-"
+        "checkpoint policy before the op runs and has no torch.fx.traceback.annotate. Name-based policies "
+        "(save_only_these_names, ...) therefore recompute every tagged value. Use torch >= 2.13 for tags.",
+        stacklevel=2,
+    )
+
+
+# --------------------------------------------------------------------------- the lowering
+
+_PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\['([^']+)'\]|\[(\d+)\]")
+
+
+def _normalise(path: str) -> str:
+    """``L['self'].layers[0].attn`` style module paths to ``layers.0.attn`` style (the root dropped)."""
+    path = _PATH_PARTS.sub(lambda m: "." + next(g for g in m.groups() if g is not None), path)
+    return path
+
+
+def _module_entries(meta: dict[str, Any]) -> list[tuple[str, Any]]:
+    stack = meta.get("nn_module_stack") or {}
+    return [(_normalise(v[0]), v[1]) for v in stack.values()]
+
+
+def _same_type(m: nn.Module, typ: Any) -> bool:
+    # nn_module_stack holds the class, or (newer torch) its qualified name.
+    return type(m) is typ or (isinstance(typ, str) and typ.endswith(type(m).__qualname__))
+
+
+def _child(cur: nn.Module, path: str, typ: Any) -> Optional[tuple[str, nn.Module]]:
+    """The submodule of ``cur`` that Dynamo reached as ``path``: its longest suffix naming one.
+
+    Dynamo records access paths (``layers.0.forward.module.attn`` when a wrapper holds the module),
+    so the name is rebuilt from the module tree, as eager names it.
+    """
+    parts = path.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[i:])
+        try:
+            sub = cur.get_submodule(name)
+        except AttributeError:
+            continue
+        if _same_type(sub, typ):
+            return name, sub
+    return None
+
+
+def _registered_name(module: Optional[nn.Module]) -> str:
+    # The name apply()/the wrappers registered from the model root, as the eager engine reports it.
+    registered = getattr(_modules, "_REGISTERED", None)
+    return registered.get(module, "") if (module is not None and registered is not None) else ""
+
+
+@dataclass(eq=False)
+class _Decided:
+    """One decision made while tracing (kept for tests and the report)."""
+
+    call: OpCall
+    decision: Decision
+    nodes: list[Any] = field(default_factory=list)
+
+
+class _Lowering:
+    """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
+
+    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool) -> None:
+        self.policy = policy
+        self.module = module
+        # Module entries of the region's call site: ops run below them. A wrapped module is on the
+        # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
+        # plain function calls, is the first entry below, and named as the region's root (as eager).
+        self.base_depth = len(_module_entries(_compat.current_node_meta()))
+        self.skip_root = direct or module is None
+        self.prefix = _registered_name(module)
+        self.decided: list[_Decided] = []
+        self.pending: Optional[_Decided] = None
+        self.graph_len: Optional[int] = None
+        for sink in _recorder.sinks:
+            sink.append(self)
+
+    # -- module names -----------------------------------------------------------------------------
+    def module_name(self, meta: dict[str, Any]) -> str:
+        below = _module_entries(meta)[self.base_depth:]
+        if self.skip_root and below:
+            root_path = below[0][0]
+            below = below[1:]
+        else:
+            root_path = ""
+        names, cur, parent_path = [], self.module, root_path
+        for path, typ in below:
+            found = _child(cur, path, typ) if cur is not None else None
+            if found is not None:
+                name, cur = found
+            else:  # no module object to walk (a plain function's region): the path below its root
+                name, cur = path[len(parent_path):].lstrip(".") if path.startswith(parent_path) else path, None
+            names.append(name)
+            parent_path = path
+        return ".".join(p for p in [self.prefix, *names] if p)
+
+    # -- the policy_fn torch calls --------------------------------------------------------------
+    def policy_fn(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
+        new_nodes = self._new_nodes()
+        if not isinstance(op, torch._ops.OpOverload) or _skipped(op):
+            if op is aten.alias.default:
+                self._maybe_tag(new_nodes)
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        if op._schema.is_mutable:
+            return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
+        meta = _compat.current_node_meta()
+        out = getattr(ctx, "op_output", None)
+        call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
+        decided = _Decided(call, self._ask(call), new_nodes)
+        self.decided.append(decided)
+        self.pending = decided
+        return _mark(decided.decision)
+
+    def _ask(self, call: OpCall) -> Decision:
+        decision = self.policy(call)
+        if not isinstance(decision, Decision):
+            raise TypeError(
+                f"checkpoint policy {self.policy!r} returned {decision!r} for {call.op} in module "
+                f"'{call.module}'; a policy must return xla_ckpt.Decision.SAVE or Decision.RECOMPUTE"
+            )
+        return decision
+
+    def _new_nodes(self) -> list[Any]:
+        """FX nodes traced since the previous op (torch >= 2.13 asks after the op: they are its nodes)."""
+        if not _compat.SAC_GIVES_OP_OUTPUT:
+            return []
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
+
+        mode = get_proxy_mode()
+        if mode is None:
+            return []
+        nodes = list(mode.tracer.graph.nodes)
+        start = self.graph_len if self.graph_len is not None else len(nodes)
+        self.graph_len = len(nodes)
+        return nodes[start:] if self.graph_len >= start else []
+
+    def _maybe_tag(self, alias_nodes: list[Any]) -> None:
+        """``tag()`` under compile is an ``alias`` annotated with the name: name the op that made its input."""
+        name = (_compat.current_node_meta().get("custom") or {}).get(TAG_KEY)
+        pending = self.pending
+        if name is None or pending is None or not alias_nodes:
+            return
+        src = next((n for n in alias_nodes if n.op == "call_function"), None)
+        while src is not None and isinstance(getattr(src, "target", None), torch._ops.OpOverload):
+            if src in pending.nodes:
+                break
+            src = src.args[0] if (src.target.is_view and src.args and isinstance(src.args[0], torch.fx.Node)) else None
+        if src is None or src not in pending.nodes:
+            return  # the tagged value was not made by the latest op (as in eager: the tag is ignored)
+        pending.call = replace(pending.call, tag=name)
+        pending.decision = self._ask(pending.call)
+        # torch marked the op's nodes already; the decision with the tag replaces that mark.
+        for n in pending.nodes:
+            if "recompute" in n.meta:
+                n.meta["recompute"] = _mark(pending.decision)
+
+
+def _mark(decision: Decision) -> Any:
+    from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
+    return CheckpointPolicy.MUST_SAVE if decision is Decision.SAVE else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:
+    """The ``context_fn``: runs while AOTAutograd traces the region, once per trace."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts  # noqa: PLC0415
+
+    if not _compat.SAC_GIVES_OP_OUTPUT:
+        _warn_old_torch()
+    policy = _compat.object_by_id(policy_id)
+    module = _compat.object_by_id(module_id) if module_id else None
+    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct).policy_fn)
+
+
+def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
+    """The module a region runs (for names): ``fn`` itself, or the ``self`` of a wrapper's partial."""
+    if isinstance(fn, nn.Module):
+        return fn, True
+    if isinstance(fn, functools.partial) and fn.args and isinstance(fn.args[0], nn.Module):
+        return fn.args[0], False
+    return None, False
+
+
+def context_fn(policy: Policy, fn: Callable[..., Any]) -> Callable[[], Any]:
+    """The ``context_fn`` for ``torch.utils.checkpoint`` that lowers ``policy`` (traceable by Dynamo)."""
+    module, direct = _region_module(fn)
+    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct)
+
+
+def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
+    """``checkpoint()`` under ``torch.compile``: torch's non-reentrant checkpoint with our policy's marks.
+
+    RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
+    region follow torch's selective checkpointing rules under compile.
+    """
+    return torch.utils.checkpoint.checkpoint(
+        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
+    )
+
+
+class recorded:  # noqa: N801  (a context manager used like a function)
+    """Collect the regions lowered while the block runs (tests and the benchmark read decisions).
+
+    Example:
+        >>> with recorded() as regions:
+        ...     torch.compile(model)(x).sum().backward()
+        >>> [(d.call.op, d.decision) for r in regions for d in r.decided]
+    """
+
+    def __init__(self) -> None:
+        self.regions: list[_Lowering] = []
+
+    def __enter__(self) -> list[_Lowering]:
+        _recorder.sinks.append(self.regions)
+        return self.regions
+
+    def __exit__(self, *exc: Any) -> None:
+        _recorder.sinks.remove(self.regions)
+
