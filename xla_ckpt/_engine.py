@@ -34,7 +34,8 @@ from torch.utils._pytree import tree_map
 from xla_ckpt import _compat, _compiled, _modules, _saved, _xla
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
-from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, tensors, written
+from xla_ckpt._liveness import Dataflow
+from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, tensors, written
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices, draw_source
 from xla_ckpt.policies import resolve
@@ -56,6 +57,15 @@ class _Slot(_saved.Packed):
 
     def unpack(self) -> torch.Tensor:
         return self.region.unpack(self.index)
+
+
+class _Absent:
+    """Stands in the region's arguments for an input backward never reads (the region drops it)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 class _Used:
@@ -82,7 +92,15 @@ class _ForwardMode(TorchDispatchMode):
         if info.skipped:
             if region.on_xla and func._schema.name == "aten::_propagate_xla_data":
                 region.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
-            return func(*args, **kwargs)
+                return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if region.on_xla and region.flow is not None:
+                self.busy = True
+                try:
+                    region.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+                finally:
+                    self.busy = False
+            return out
         if info.mutable and not region.on_xla:
             self.busy = True
             try:
@@ -113,7 +131,7 @@ class _Region:
     def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, verify: bool) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.verify = verify
-        self.inputs = tensors((args, kwargs))
+        self.inputs: list[Optional[torch.Tensor]] = tensors((args, kwargs))  # None: not needed by backward
         devices = _devices(self.inputs)
         self.policies = [policy]
         self.autocast = _autocast_state(devices)
@@ -143,6 +161,8 @@ class _Region:
         self.packed_versions: list[tuple[weakref.ref, int]] = []
         self.dirty: set[int] = set()
         self.input_versions: tuple[int, ...] = ()
+        self.flow: Optional[Dataflow] = Dataflow(self.inputs)  # until the end of forward
+        self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
 
     # -- forward ------------------------------------------------------------------------------
     def before_write(self, targets: list[torch.Tensor]) -> None:
@@ -174,10 +194,13 @@ class _Region:
 
     def on_op(self, call: OpCall, info: OpInfo, draw: Optional[_Draw]) -> None:
         self.flush()
+        outs = tensors(call.out)
+        if self.flow is not None:
+            self.flow.op(call.args, call.kwargs, call.out, outs, info.mutable)
         # Versions now, not when decided: an in-place op right after this one must count as a write.
         # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
         # version counter): if one is alive and its version moved, it was written in place.
-        versions = tuple((weakref.ref(t), t._version) for t in tensors(call.out))
+        versions = tuple((weakref.ref(t), t._version) for t in outs)
         self.pending = (call, self.policies[-1], info, versions, draw)
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:
@@ -216,7 +239,7 @@ class _Region:
         pos = len(self.records)
         self.records.append(
             Record(op, info, decision, signature(call.args, call.kwargs), out_meta(call.out), call.module, call.tag,
-                   draw)
+                   draw, None if (self.on_xla or decision is SAVE) else spec_of(call.out))
         )
         if decision is SAVE:
             # Detached aliases: no copy, and no reference cycle through the autograd graph.
@@ -234,21 +257,54 @@ class _Region:
                 # Mutated in place later inside fn: replaying the op (and the mutation) stays exact.
                 del self.cache[pos]
                 self.records[pos] = replace(self.records[pos], decision=RECOMPUTE)
-        self.input_versions = tuple(t._version for t in self.inputs)
+        self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
+        flow, self.flow = self.flow, None
         if self.n_packed == 0:
             # Autograd saved nothing in this region (its outputs need no grad, e.g. a frozen block):
             # it is never replayed, so it keeps nothing and reports nothing.
             self.cache.clear()
             self.cache_keys.clear()
             return
+        assert flow is not None
+        self._keep_only_live(flow)
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
+                if t is None:
+                    continue
                 ledger.record(t, param_source(t), grad_fn="region input")
             for pos, (cached, _) in self.cache.items():
                 rec = self.records[pos]
                 for t in tensors(cached):
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
                                   tag=rec.tag)
+
+    def _keep_only_live(self, flow: Dataflow) -> None:
+        """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs."""
+        if self.verify:
+            return  # verify recomputes every position from real inputs
+        lv = flow.analyse(set(self.cache))
+        for pos in list(self.cache):
+            if pos not in lv.cached:
+                cached, _ = self.cache.pop(pos)
+                rec = self.records[pos]
+                spec = None if self.on_xla else spec_of(cached)
+                self.records[pos] = replace(rec, decision=RECOMPUTE, spec=spec)
+        for pos, rec in enumerate(self.records):
+            if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
+                self.records[pos] = replace(rec, live=False)
+        if flow.shared_inputs:
+            return
+        for i, t in enumerate(self.inputs):
+            if i not in lv.inputs and i not in self.absent:
+                self.absent[i] = (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
+        if self.absent:
+            gone = {id(self.inputs[i]): i for i in self.absent}
+            self.args, self.kwargs = tree_map(
+                lambda a: _Absent(gone[id(a)]) if isinstance(a, torch.Tensor) and id(a) in gone else a,
+                (self.args, self.kwargs))
+            for i in self.absent:
+                self.inputs[i] = None
+                self.pristine.pop(i, None)
 
     def abandon(self) -> None:
         """fn raised: drop what the region holds (nothing it made outlives the call)."""
@@ -279,7 +335,10 @@ class _Region:
         self.early.append(t.detach())
         # Autograd checks a saved tensor's version at unpack; our slot must do the same (see unpack).
         self.packed_versions.append((weakref.ref(t), t._version))
-        self.packed_keys.setdefault(_xla.buffer_key(t), []).append(self.n_packed)
+        key = _xla.buffer_key(t)
+        self.packed_keys.setdefault(key, []).append(self.n_packed)
+        if self.flow is not None:
+            self.flow.pack(key)
         self.n_packed += 1
         return _Slot(self, self.n_packed - 1)
 
@@ -322,7 +381,7 @@ class _Region:
 
     def _check_inputs(self) -> None:
         for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
-            if t._version != v:
+            if t is not None and t._version != v:
                 raise CheckpointError(
                     f"input #{i} of the checkpointed function {_name(self.fn)} (a tensor of shape "
                     f"{tuple(t.shape)}) was modified by an inplace operation after the forward (version {v} "
@@ -331,9 +390,13 @@ class _Region:
                 )
 
     def _replay_inputs(self, fence: Optional[_Fence]) -> tuple[tuple, dict]:
-        index = {id(t): i for i, t in enumerate(self.inputs)}
+        index = {id(t): i for i, t in enumerate(self.inputs) if t is not None}
 
         def start(t: Any) -> Any:
+            if isinstance(t, _Absent):
+                shape, stride, dtype, device, requires_grad = self.absent[t.index]
+                # Backward reads nothing of this input: a stand-in of its shape (the replay checks).
+                return torch.empty_strided(shape, stride, dtype=dtype, device=device).requires_grad_(requires_grad)
             if not isinstance(t, torch.Tensor):
                 return t
             i = index.get(id(t))

@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._policy import Decision
 
-__all__ = ["CheckpointError", "OpInfo", "op_info", "signature", "describe_mismatch", "Record", "tensors", "written", "out_meta"]
+__all__ = ["CheckpointError", "OpInfo", "op_info", "signature", "describe_mismatch", "Record", "tensors", "written", "out_meta", "spec_of", "stand_in"]
 
 aten = torch.ops.aten
 
@@ -141,6 +141,23 @@ def _show(s: Any) -> str:
     return repr(s)
 
 
+def spec_of(out: Any) -> Any:
+    """What :func:`stand_in` needs to rebuild ``out``'s structure; None when it is not all tensors."""
+    if isinstance(out, torch.Tensor):
+        return (out.shape, out.stride(), out.dtype, out.device)
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return tuple(spec_of(t) for t in out)
+    return None
+
+
+def stand_in(spec: Any) -> Any:
+    """Uninitialised tensors shaped like a dead op's outputs: nothing reads them (the replay checks)."""
+    if isinstance(spec[0], torch.Size):
+        shape, stride, dtype, device = spec
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    return tuple(stand_in(s) for s in spec)
+
+
 def out_meta(out: Any) -> tuple:
     return tuple((t.shape, t.dtype) for t in tensors(out))
 
@@ -157,3 +174,5 @@ class Record:
     module: str
     tag: Optional[str]
     draw: Any = None  # random ops: the generator and its states around the op (_replay_state.Draw)
+    spec: Any = None  # eager: how to make a stand-in for the outputs (see stand_in)
+    live: bool = True  # False: backward needs nothing this op makes (see _liveness)

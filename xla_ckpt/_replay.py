@@ -16,7 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from xla_ckpt._policy import Decision
-from xla_ckpt._record import CheckpointError, Record, describe_mismatch, op_info, out_meta, signature, tensors
+from xla_ckpt._record import CheckpointError, Record, describe_mismatch, op_info, out_meta, signature, stand_in, tensors
+from xla_ckpt._xla import buffer_key
 from xla_ckpt._replay_state import Fence
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class ReplayMode(TorchDispatchMode):
         self.verify = verify
         self.pos = 0
         self.busy = False  # the fence's own adds are not fn's ops
+        self.garbage: set[Any] = set()  # buffers of stand-ins for dead ops (eager)
+        self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -70,6 +73,21 @@ class ReplayMode(TorchDispatchMode):
             )
         if rec.decision is SAVE:
             return self._saved(func, args, kwargs, rec, pos)
+        if not rec.live and not self.verify:
+            # Nothing backward needs comes from this op: a stand-in, never read (checked below).
+            out = stand_in(rec.spec)
+            self.stand_ins.extend(tensors(out))
+            for t in tensors(out):
+                self.garbage.add(buffer_key(t))
+            return out
+        if self.garbage:
+            for t in tensors((args, kwargs)):
+                if buffer_key(t) in self.garbage:
+                    raise CheckpointError(
+                        f"internal: {func} (module '{rec.module}', op #{pos}) reads the output of an op the "
+                        "liveness analysis skipped. Please report this with the function; checkpoint(..., "
+                        "verify=True) runs every op and avoids it."
+                    )
         out = self._run(func, args, kwargs, rec)
         meta = out_meta(out)
         if meta != rec.meta:

@@ -890,7 +890,10 @@ def test_tags_decomps():
 
     x, y = torch.randn(10, 10, requires_grad=True), torch.randn(10, 10, requires_grad=True)
     assert_same(grads_of(fn, [x, y], []), grads_of(c(fn), [x, y], []))
-    assert _bw(c(fn), x, y).count(aten.gelu) == 1
+    # Deliberate difference: gelu's backward reads the mm output, not gelu's own: only mm is
+    # recomputed (torch replays gelu too; our replay skips ops backward does not read).
+    assert _bw(c(fn), x, y).count(aten.gelu) == 0
+    assert _bw(c(fn), x, y).count(aten.mm) == 3  # 1 recomputed + 2 for the grads
 
 
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable", "everything_saveable"])

@@ -1,0 +1,126 @@
+"""Which parts of a region's forward backward can read: the rest is dropped after forward.
+
+Backward reads only what autograd saved inside the region (the packed tensors). The replay produces
+a packed tensor either from the cache (a SAVE position) or by running its op, which needs the op's
+inputs, and so on back to the region's inputs. Everything outside that set is dead:
+- a SAVE output no packed tensor depends on is dropped from the cache at the end of forward
+  (so ``everything_saveable`` keeps what autograd would keep, never more);
+- a RECOMPUTE position nothing needs is not computed by the eager replay (an uninitialised tensor
+  of the recorded shape stands in: it is never read, which the replay checks);
+- a region input no live op reads is not held by the region.
+
+Producers are tracked by buffer (``_xla.buffer_key``): eager views share their base's storage, XLA
+views are mapped to their base's producer as they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from xla_ckpt._xla import buffer_key
+
+__all__ = ["Liveness", "Dataflow", "analyse", "INPUT", "EXTERNAL"]
+
+# Producer codes below zero: -1 external (parameters, closures), INPUT - i: region input i.
+EXTERNAL = -1
+INPUT = -2
+
+
+@dataclass(frozen=True)
+class Liveness:
+    live: frozenset[int]  # RECOMPUTE positions the replay must compute
+    cached: frozenset[int]  # SAVE positions whose cached output backward can read
+    inputs: frozenset[int]  # region inputs the replay reads
+
+
+def analyse(
+    deps: list[tuple[int, ...]],
+    saved: set[int],
+    packed: list[int],
+    always: list[int],
+) -> Liveness:
+    """Walk back from the packed tensors' producers (and ops that must run) through recomputed ops.
+
+    Args:
+        deps: per position, the producers of its tensor arguments (codes as above).
+        saved: positions whose outputs are in the cache.
+        packed: producer of each tensor autograd saved inside the region.
+        always: positions that run whatever is needed (writes, ops returning Python values).
+    """
+    live: set[int] = set()
+    cached: set[int] = set()
+    inputs: set[int] = set()
+    stack = list(packed) + list(always)
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if p <= INPUT:
+            inputs.add(INPUT - p)
+        elif p == EXTERNAL:
+            continue
+        elif p in saved and p not in always:
+            cached.add(p)
+        else:
+            live.add(p)
+            stack.extend(deps[p])
+    return Liveness(frozenset(live), frozenset(cached), frozenset(inputs))
+
+
+def _arg_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    out = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(t for t in a if isinstance(t, torch.Tensor))
+    return out
+
+
+class Dataflow:
+    """Records, during a region's forward, which position produced each buffer and what each op read."""
+
+    def __init__(self, inputs: list[torch.Tensor]) -> None:
+        self.producer: dict[Any, int] = {}
+        self.deps: list[tuple[int, ...]] = []
+        self.packed: list[int] = []
+        self.always: list[int] = []
+        keys = [buffer_key(t) for t in inputs]
+        # Inputs that share a buffer are read through each other: keep them together (never dropped).
+        self.shared_inputs = len(set(keys)) != len(keys)
+        for i, k in enumerate(keys):
+            self.producer.setdefault(k, INPUT - i)
+
+    def op(self, args: tuple, kwargs: dict, out: Any, outs: list[torch.Tensor], must_run: bool) -> None:
+        """One position (in order): its arguments' producers, then its outputs become theirs."""
+        pos = len(self.deps)
+        get = self.producer.get
+        self.deps.append(tuple(get(buffer_key(t), EXTERNAL) for t in _arg_tensors(args, kwargs)))
+        for t in outs:
+            self.producer[buffer_key(t)] = pos
+        if must_run or not outs or not (isinstance(out, torch.Tensor) or (
+                isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out))):
+            self.always.append(pos)  # writes, and ops whose results go back to Python
+
+    def alias(self, args: tuple, out: Any) -> None:
+        """An XLA view op (its outputs are new buffers): they belong to their base's producer."""
+        src = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if src is None:
+            return
+        p = self.producer.get(buffer_key(src))
+        if p is not None:
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.producer[buffer_key(t)] = p
+
+    def pack(self, key: Any) -> None:
+        self.packed.append(self.producer.get(key, EXTERNAL))
+
+    def analyse(self, saved: set[int]) -> Liveness:
+        lv = analyse(self.deps, saved, self.packed, self.always)
+        return lv
