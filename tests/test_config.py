@@ -33,7 +33,8 @@ def test_presets_by_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not from the checkout root
     by_name = xla_ckpt.load_config("megatron_selective")
     assert by_name == xla_ckpt.load_config(os.path.join(ROOT, "policies", "megatron_selective.toml"))
-    assert xla_ckpt.load_config("full.yaml").source.endswith("full.yaml")
+    assert xla_ckpt.load_config("full.yaml").source == "preset full.yaml (full.yaml)"
+    assert by_name.source == "preset megatron_selective (megatron_selective.toml)"
     with pytest.raises(ConfigError, match=r"^megatron: no preset of this name; presets: dots, fsdp_xla, full"):
         xla_ckpt.load_config("megatron")
     with pytest.raises(ConfigError, match=r"^cfg/x\.toml: no such config file; .* preset name: dots,"):

@@ -271,14 +271,17 @@ def load_config(path: Union[str, os.PathLike[str]]) -> Config:
         >>> cfg = xla_ckpt.load_config("megatron_selective")
         >>> cfg = xla_ckpt.load_config("my_configs/llama.toml")
     """
-    path = _locate(os.fspath(path))
+    given = os.fspath(path)
+    path = _locate(given)
+    # A preset found by name is named so in plans and errors (its file is inside the install).
+    source = path if path == given else f"preset {given} ({os.path.basename(path)})"
     try:
         data = _read(path)
     except ConfigError:
         raise
     except Exception as e:  # syntax errors of any of the three formats
-        raise ConfigError(f"{path}: cannot parse: {e}") from None
-    return _Parser(path).config(data)
+        raise ConfigError(f"{source}: cannot parse: {e}") from None
+    return _Parser(source).config(data)
 
 
 def as_config(config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
