@@ -333,3 +333,17 @@ def _sync(device):
 
 
 _ = Decision
+
+
+def test_raw_checkpoint_with_a_growing_cache_names_the_cause():
+    """A KV-cache-like argument that fn appends to: the recompute sees a longer cache; the error says why."""
+    cache: list[torch.Tensor] = []
+
+    def layer(x, past):
+        past.append(x * 2.0)
+        return torch.cat(past, dim=0).sin().sum(0, keepdim=True)
+
+    x = torch.randn(1, 4, requires_grad=True)
+    y = xla_ckpt.checkpoint(layer, x, cache, policy="dots_saveable")
+    with pytest.raises(xla_ckpt.CheckpointError, match="key/value cache.*use_cache=False"):
+        y.sum().backward()

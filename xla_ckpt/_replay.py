@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from xla_ckpt._hf import recompute_mismatch_hint
 from xla_ckpt._policy import Decision
 from xla_ckpt._record import CheckpointError, Record, describe_mismatch, op_info, out_meta, signature, stand_in, tensors
 from xla_ckpt._xla import buffer_key
@@ -23,16 +24,17 @@ from xla_ckpt._replay_state import Fence
 if TYPE_CHECKING:
     from xla_ckpt._engine import _Region
 
-__all__ = ["ReplayMode", "STATE_HINT"]
+__all__ = ["ReplayMode", "hint"]
 
 SAVE = Decision.SAVE
 
-STATE_HINT = (
-    "Likely causes: Python-side state that changed between forward and backward (a counter, `random`, a "
-    "flag), an argument object that fn mutated (a KV cache filled by `use_cache=True` / `past_key_values`, "
-    "a list appended to), or data-dependent control flow on values that differ. The checkpointed function "
-    "must run the same ops on the same shapes when recomputed."
-)
+def hint(func: Any, module: str) -> str:
+    """Why a replayed position may differ from the forward, and how to fix it."""
+    return (
+        f"{recompute_mismatch_hint(func, module)} Python-side state read by fn (a counter, `random`, a flag) "
+        "or data-dependent control flow has the same effect: the checkpointed function must run the same "
+        "ops on the same shapes when recomputed."
+    )
 
 
 class ReplayMode(TorchDispatchMode):
@@ -57,19 +59,19 @@ class ReplayMode(TorchDispatchMode):
         records = region.records
         if pos >= len(records):
             raise CheckpointError(
-                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {STATE_HINT}"
+                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {hint(func, '')}"
             )
         rec = records[pos]
         if rec.op != func:
             raise CheckpointError(
                 f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
-                f"recompute ran {func}. {STATE_HINT}"
+                f"recompute ran {func}. {hint(func, rec.module)}"
             )
         bad = describe_mismatch(rec.sig, signature(args, kwargs))
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
-                f"than in forward ({bad}). {STATE_HINT}"
+                f"than in forward ({bad}). {hint(func, rec.module)}"
             )
         if rec.decision is SAVE:
             return self._saved(func, args, kwargs, rec, pos)
@@ -93,7 +95,7 @@ class ReplayMode(TorchDispatchMode):
         if meta != rec.meta:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) produced {_meta(meta)}, the forward "
-                f"produced {_meta(rec.meta)}. {STATE_HINT}"
+                f"produced {_meta(rec.meta)}. {hint(func, rec.module)}"
             )
         return out
 
