@@ -298,6 +298,38 @@ def test_apply_names_match_eager() -> None:
     assert set(seen["compiled"]) - drop == set(seen["eager"])
 
 
+def test_checkpoint_called_directly_compiles() -> None:
+    """``xla_ckpt.checkpoint(block, x)`` inside a compiled function: one graph, eager's names, equal grads."""
+    from xla_ckpt.models import Block
+
+    torch.manual_seed(0)
+    block = Block(CFG)
+    x = torch.randn(BATCH, CFG.seq_len, CFG.d_model, requires_grad=True)
+    params = list(block.parameters())
+
+    def f(x):
+        return xla_ckpt.checkpoint(block, x, policy="dots_saveable").square().sum()
+
+    ref = _grads_of(f, x, params)
+    spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
+    torch._dynamo.reset()
+    with _compiled.recorded() as regions, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _grads_of(torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy)), x, params)
+    assert_same(ref, got)
+    assert len(spy.graphs) == 1
+    modules = {d.call.module for d in regions[-1].decided}
+    assert {"attn.qkv", "mlp.up", "ln1"} <= modules, modules
+
+
+def _grads_of(f, x, params):
+    for t in [x, *params]:
+        t.grad = None
+    y = f(x)
+    y.backward()
+    return [y.detach()], [t.grad for t in [x, *params]]
+
+
 # --------------------------------------------------------------------------- inductor
 
 VARIANTS = {"none": None, "dots": "dots.toml", "megatron_selective": "megatron_selective.toml", "full": "full.toml"}
@@ -313,7 +345,12 @@ def inductor_runs() -> dict[str, dict[str, Any]]:
     here = os.path.join(os.path.dirname(__file__), "..", "policies")
     runs = {}
     original = compile_fx.min_cut_rematerialization_partition
+    # A warm on-disk cache would skip the partitioner (and the spy): compile for real.
+    no_cache = (torch._inductor.config.patch(fx_graph_cache=False),
+                torch._functorch.config.patch(enable_autograd_cache=False))
     try:
+        for patch in no_cache:
+            patch.__enter__()
         for name, preset in VARIANTS.items():
             torch._dynamo.reset()
             spy = _Spy(original)
@@ -331,6 +368,8 @@ def inductor_runs() -> dict[str, dict[str, Any]]:
             runs[name] = {"spy": spy, "ref": ref, "got": got}
     finally:
         compile_fx.min_cut_rematerialization_partition = original
+        for patch in reversed(no_cache):
+            patch.__exit__(None, None, None)
     return runs
 
 
