@@ -44,6 +44,7 @@ def _policy(name: str) -> Any:
     return policies.get(name, **EXAMPLE_PARAMS.get(name, {}))
 
 
+ALIASES = (aten.detach.default, aten.alias.default)  # the same value under another node
 NAME_POLICIES = {"save_only_these_names", "save_any_names_but_these"}
 
 
@@ -69,7 +70,7 @@ class _Spy:
         names = []
         for n in saved:
             src = nodes.get(n.name)
-            while src is not None and marks.get(src.name) is None and src.target in (aten.detach.default, aten.alias.default):
+            while src is not None and src.target in ALIASES:
                 src = src.args[0]
             names.append(src.name if src is not None else n.name)
         info = _joint_info(joint, kw["num_fwd_outputs"], marks, set(names))
@@ -110,7 +111,8 @@ def _joint_info(joint: torch.fx.GraphModule, num_fwd_outputs: int, marks: dict[s
     for n in reversed(list(joint.graph.nodes)):
         if n.name in backward:
             continue
-        if any(u.name in backward or (u.name in needed and marks.get(u.name) in RECOMPUTES and u.name not in saved) for u in n.users):
+        if any(u.name in backward or (u.name in needed and (u.target in ALIASES or (
+                marks.get(u.name) in RECOMPUTES and u.name not in saved))) for u in n.users):
             needed.add(n.name)
 
     return {"value": {n.name: value(n) for n in joint.graph.nodes if n.op == "call_function"},
@@ -229,7 +231,9 @@ def test_compiled_saves_what_eager_saves(name: str) -> None:
 
     # Saved: every value the partition keeps from inside the regions was marked MUST_SAVE by the
     # policy, and every MUST_SAVE value backward reads is kept (the others are dropped: a gain).
-    marked = [n for n, m in g["marks"].items() if m is MUST_SAVE and g["value"].get(n, (None, ()))[1] != ()]
+    # (On torch 2.9 a detach() torch SAC skips inherits the previous op's mark: an alias, not a value.)
+    marked = [n for n, m in g["marks"].items() if m is MUST_SAVE and g["value"].get(n, (None, ()))[1] != ()
+              and g["value"][n][0] is not aten.detach]
     assert not [n for n in g["saved"] if g["marks"].get(n) in RECOMPUTES and n not in g["boundary"]], \
         "a value the policy recomputes was saved"
     saved_marked = sorted(n for n in g["saved"] if g["marks"].get(n) is MUST_SAVE)
