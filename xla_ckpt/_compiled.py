@@ -115,7 +115,7 @@ _PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\['([^']+)'\]|\[(\d+)\]")
 
 
 def _normalise(path: str) -> str:
-    """``L['self'].layers[0].attn`` style module paths to ``layers.0.attn`` style (the root dropped)."""
+    """Dynamo's ``L['self'].layers[0].attn`` module paths as dotted ``L.self.layers.0.attn`` paths."""
     path = _PATH_PARTS.sub(lambda m: "." + next(g for g in m.groups() if g is not None), path)
     return path
 
