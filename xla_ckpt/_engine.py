@@ -22,6 +22,7 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 from __future__ import annotations
 
 import contextlib
+import math
 import functools
 import weakref
 from dataclasses import replace
@@ -35,7 +36,7 @@ from xla_ckpt import _compat, _compiled, _modules, _saved, _xla
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._liveness import Dataflow
-from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, tensors, written
+from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, stand_in, tensors, written
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices, draw_source
 from xla_ckpt.policies import resolve
@@ -66,6 +67,15 @@ class _Absent:
 
     def __init__(self, index: int) -> None:
         self.index = index
+
+
+class _Pruned:
+    """A cached output nothing reads: a stand-in of its shape is handed out in its place."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
 
 
 class _Used:
@@ -145,6 +155,7 @@ class _Region:
         self.early: Optional[list[torch.Tensor]] = []
         self.n_packed = 0
         self.recomputed: Optional[list[Any]] = None
+        self.replaying: Optional[ReplayMode] = None
         self.grad: Optional[torch.Tensor] = None
         # Region outputs that alias a saved output, weakly, with their version after forward: the
         # caller holds these objects (not our detached aliases) and may modify them in place.
@@ -251,7 +262,6 @@ class _Region:
 
     def finish_forward(self) -> None:
         self.flush()
-        self.early = None
         for pos, (_, versions) in list(self.cache.items()):
             if _written(versions):
                 # Mutated in place later inside fn: replaying the op (and the mutation) stays exact.
@@ -259,14 +269,15 @@ class _Region:
                 self.records[pos] = replace(self.records[pos], decision=RECOMPUTE)
         self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
         flow, self.flow = self.flow, None
+        early, self.early = self.early, None
         if self.n_packed == 0:
             # Autograd saved nothing in this region (its outputs need no grad, e.g. a frozen block):
             # it is never replayed, so it keeps nothing and reports nothing.
             self.cache.clear()
             self.cache_keys.clear()
             return
-        assert flow is not None
-        self._keep_only_live(flow)
+        assert flow is not None and early is not None
+        self._keep_only_live(flow, early)
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
                 if t is None:
@@ -278,11 +289,14 @@ class _Region:
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
                                   tag=rec.tag)
 
-    def _keep_only_live(self, flow: Dataflow) -> None:
+    def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> None:
         """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs."""
         if self.verify:
             return  # verify recomputes every position from real inputs
-        lv = flow.analyse(set(self.cache))
+        saved = set(self.cache)
+        lv = flow.analyse(saved)
+        if not self.on_xla:
+            lv = self._promote(flow, early, saved, lv)
         for pos in list(self.cache):
             if pos not in lv.cached:
                 cached, _ = self.cache.pop(pos)
@@ -292,6 +306,8 @@ class _Region:
         for pos, rec in enumerate(self.records):
             if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
                 self.records[pos] = replace(rec, live=False)
+        if not self.on_xla:
+            self._prune_outputs(flow.read_keys(lv, self.packed_keys))
         if flow.shared_inputs:
             return
         for i, t in enumerate(self.inputs):
@@ -305,6 +321,58 @@ class _Region:
             for i in self.absent:
                 self.inputs[i] = None
                 self.pristine.pop(i, None)
+
+    def _promote(self, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
+        """Keep an op's output instead of what recomputing it needs, where that keeps fewer bytes.
+
+        A recomputed op whose whole output autograd saved (held until the end of forward) can be
+        kept as it is: ``x + lora(x)`` recomputed from two saved matmuls keeps two tensors where its
+        own output is one. Accepted only when the region then keeps fewer bytes; it also recomputes less.
+        """
+        candidates: dict[int, int] = {}
+        for j, p in enumerate(flow.packed):
+            rec = self.records[p] if p >= 0 else None
+            if rec is None or p not in lv.live or p in candidates or j in self.dirty or rec.info.mutable:
+                continue
+            if rec.spec is None or not isinstance(rec.spec[0], torch.Size):
+                continue  # single-tensor outputs only
+            t = early[j]
+            if (t.shape, t.stride(), t.dtype) == rec.spec[:3] and t.storage_offset() == 0:
+                candidates[p] = j
+        if not candidates:
+            return lv
+        best = self._kept_bytes(lv)
+        for p, j in sorted(candidates.items()):
+            trial = flow.analyse(saved | {p})
+            size = self._kept_bytes(trial)
+            if size < best:
+                saved.add(p)
+                best, lv = size, trial
+                self.cache[p] = (early[j], (self.packed_versions[j],))
+                self.records[p] = replace(self.records[p], decision=SAVE)
+        return lv
+
+    def _kept_bytes(self, lv: Any) -> int:
+        total = 0
+        for p in lv.cached:
+            total += sum(_xla.shape_nbytes(t) for t in tensors(self.cache[p][0])) if p in self.cache else _meta_bytes(
+                self.records[p].spec)
+        for i in lv.inputs:
+            t = self.inputs[i]
+            total += _xla.shape_nbytes(t) if t is not None else 0
+        return total
+
+    def _prune_outputs(self, read: set[Any]) -> None:
+        """A cached multi-output op keeps only the outputs something reads (layer norm's statistics...)."""
+        for pos, (cached, versions) in list(self.cache.items()):
+            if isinstance(cached, torch.Tensor) or not isinstance(cached, (tuple, list)):
+                continue
+            pruned = tuple(
+                _Pruned(spec_of(t)) if isinstance(t, torch.Tensor) and _xla.buffer_key(t) not in read else t
+                for t in cached
+            )
+            if any(isinstance(t, _Pruned) for t in pruned):
+                self.cache[pos] = (pruned, versions)
 
     def abandon(self) -> None:
         """fn raised: drop what the region holds (nothing it made outlives the call)."""
@@ -328,6 +396,12 @@ class _Region:
             # Detached: the throwaway recompute graph must not hold its own outputs through their
             # grad_fn (softmax, exp save their result): a cycle through C++ that Python's GC cannot
             # break. A detached alias is what an autograd.grad inside fn unpacks during the replay.
+            garbage = self.replaying.garbage if self.replaying is not None else ()
+            if garbage and _xla.buffer_key(t) in garbage:
+                raise CheckpointError(
+                    "internal: backward would read the output of an op the liveness analysis skipped. Please "
+                    "report this with the function; checkpoint(..., verify=True) runs every op and avoids it."
+                )
             d = t.detach()
             self.recomputed.append(d)
             return d
@@ -356,6 +430,8 @@ class _Region:
                 "place after the checkpointed forward; the gradient would be wrong. Clone it before "
                 "modifying it, or let the policy recompute this op."
             )
+        if isinstance(cached, tuple) and any(isinstance(t, _Pruned) for t in cached):
+            return tuple(stand_in(t.spec) if isinstance(t, _Pruned) else t for t in cached)
         return cached
 
     def unpack(self, index: int) -> torch.Tensor:
@@ -425,6 +501,7 @@ class _Region:
             self._barrier(tensors((args, kwargs)) + [fence.zero])
         self.recomputed = []
         replay = ReplayMode(self, fence, self.verify)
+        self.replaying = replay
         try:
             with contextlib.ExitStack() as stack:
                 for device_type, enabled, dtype in self.autocast:
@@ -439,6 +516,8 @@ class _Region:
         except BaseException:
             self.recomputed = None
             raise
+        finally:
+            self.replaying = None
         if replay.pos != len(self.records) or len(self.recomputed) != self.n_packed:
             n = len(self.recomputed)
             self.recomputed = None
@@ -454,6 +533,11 @@ class _Region:
         xla = [t for t in tensors_ if _xla.is_xla(t)]
         if xla and _xla.hardware_type(xla[0].device) != "CPU":
             _xla.optimization_barrier_(xla)
+
+
+def _meta_bytes(spec: Any) -> int:
+    shape, _, dtype, _ = spec
+    return math.prod(shape) * dtype.itemsize
 
 
 def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:

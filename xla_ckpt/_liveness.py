@@ -88,6 +88,7 @@ class Dataflow:
     def __init__(self, inputs: list[torch.Tensor]) -> None:
         self.producer: dict[Any, int] = {}
         self.deps: list[tuple[int, ...]] = []
+        self.dep_keys: list[tuple[Any, ...]] = []  # per position, the buffers it read
         self.packed: list[int] = []
         self.always: list[int] = []
         keys = [buffer_key(t) for t in inputs]
@@ -100,7 +101,9 @@ class Dataflow:
         """One position (in order): its arguments' producers, then its outputs become theirs."""
         pos = len(self.deps)
         get = self.producer.get
-        self.deps.append(tuple(get(buffer_key(t), EXTERNAL) for t in _arg_tensors(args, kwargs)))
+        keys = tuple(buffer_key(t) for t in _arg_tensors(args, kwargs))
+        self.dep_keys.append(keys)
+        self.deps.append(tuple(get(k, EXTERNAL) for k in keys))
         for t in outs:
             self.producer[buffer_key(t)] = pos
         if must_run or not outs or not (isinstance(out, torch.Tensor) or (
@@ -122,5 +125,11 @@ class Dataflow:
         self.packed.append(self.producer.get(key, EXTERNAL))
 
     def analyse(self, saved: set[int]) -> Liveness:
-        lv = analyse(self.deps, saved, self.packed, self.always)
-        return lv
+        return analyse(self.deps, saved, self.packed, self.always)
+
+    def read_keys(self, lv: Liveness, packed_keys: Any) -> set[Any]:
+        """Buffers backward or a live op reads: the outputs of a cached op that must stay."""
+        keys = set(packed_keys)
+        for p in lv.live:
+            keys.update(self.dep_keys[p])
+        return keys
