@@ -347,3 +347,23 @@ def test_raw_checkpoint_with_a_growing_cache_names_the_cause():
     y = xla_ckpt.checkpoint(layer, x, cache, policy="dots_saveable")
     with pytest.raises(xla_ckpt.CheckpointError, match="key/value cache.*use_cache=False"):
         y.sum().backward()
+
+
+def test_verify_from_a_config_switch():
+    """`verify = true` in a config: every wrapped module recomputes its saved outputs and compares."""
+    torch.manual_seed(0)
+    shift = torch.zeros(4)
+
+    class Shift(nn.Module):
+        def forward(self, x):
+            return torch.tanh(x + shift)  # reads a tensor from outside fn
+
+    model = nn.Sequential(Shift(), nn.Linear(4, 4))
+    cfg = {"verify": True, "checkpoint": [{"match": ["0"], "policy": "everything_saveable"}]}
+    assert xla_ckpt.Config is not None and xla_ckpt.apply(model, cfg).wrapped
+    x = torch.randn(2, 4, requires_grad=True)
+    model(x).sum().backward()  # deterministic: passes
+    y = model(x)
+    shift.add_(1.0)  # changed between forward and backward: the recompute would read other values
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"verify: recomputing aten\.add\.Tensor in module '0'"):
+        y.sum().backward()

@@ -134,7 +134,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     if cfg.patch_linear:
         patch_linear(model)
     for n, m, i in final:
-        checkpointed(m, policy=built[i])
+        checkpointed(m, policy=built[i], verify=cfg.verify)
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
     if cfg.weights_by_reference and not isinstance(model.__dict__.get("forward"), _ByReferenceForward):
         model.forward = _ByReferenceForward(model, model.__dict__.get("forward"))  # type: ignore[method-assign]

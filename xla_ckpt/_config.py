@@ -76,6 +76,7 @@ class Config:
     checkpoint: tuple[Rule, ...] = ()
     patch_linear: bool = False
     weights_by_reference: bool = False
+    verify: bool = False  # every wrapped module recomputes its saved outputs too and compares (checkpoint verify=)
     description: str = ""
     source: str = field(default="<dict>", compare=False)
 
@@ -157,7 +158,7 @@ class _Parser:
         return value
 
     def config(self, data: Any) -> Config:
-        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "description"})
+        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "verify", "description"})
         rules = d.get("checkpoint", [])
         if not isinstance(rules, list):
             raise self.fail("checkpoint", f"expected a list of rules ([[checkpoint]] tables), got {rules!r}")
@@ -168,6 +169,7 @@ class _Parser:
             checkpoint=tuple(self.rule(r, f"checkpoint[{i}]") for i, r in enumerate(rules)),
             patch_linear=self.boolean(d.get("patch_linear", False), "patch_linear"),
             weights_by_reference=self.boolean(d.get("weights_by_reference", False), "weights_by_reference"),
+            verify=self.boolean(d.get("verify", False), "verify"),
             description=desc,
             source=self.source,
         )

@@ -23,10 +23,11 @@ class _CheckpointedForward:
     ``inner`` is an instance-level forward that was there before (e.g. ``patch_linear``'s), else None.
     """
 
-    def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]]) -> None:
+    def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]], verify: bool = False) -> None:
         self.module = module
         self.policy = policy
         self.inner = inner
+        self.verify = verify
 
     # Method-like, so wrappers that inspect ``module.forward.__func__`` (torch_xla's FSDPv2) accept it.
     @property
@@ -51,7 +52,7 @@ class _CheckpointedForward:
             # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
             return checkpoint(fwd, *args, policy=self.policy, **kwargs)
         with _modules.entered(module):
-            return checkpoint(fwd, *args, policy=self.policy, **kwargs)
+            return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, **kwargs)
 
 
 def _prepare(module: nn.Module, target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -74,7 +75,7 @@ def checkpoint_policy(module: nn.Module) -> Any:
     return _class_policy(type(module))
 
 
-def _wrap_instance(module: nn.Module, policy: Any) -> nn.Module:
+def _wrap_instance(module: nn.Module, policy: Any, verify: bool = False) -> nn.Module:
     current = checkpoint_policy(module)
     if current is not None:
         if current == policy:
@@ -84,11 +85,11 @@ def _wrap_instance(module: nn.Module, policy: Any) -> nn.Module:
             f"xla_ckpt.uncheckpointed(module) before checkpointing it with {policy!r}"
         )
     _hf.turn_off_hf_checkpointing(module, "checkpointed")
-    module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"))  # type: ignore[method-assign]
+    module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"), verify)  # type: ignore[method-assign]
     return module
 
 
-def _wrap_class(cls: type, policy: Any) -> type:
+def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
     current = _class_policy(cls)
     if current is not None:
         if current == policy:
@@ -102,7 +103,7 @@ def _wrap_class(cls: type, policy: Any) -> type:
         if _compat.is_compiling():
             return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
         with _modules.entered(self):
-            return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
+            return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, **kwargs)
 
     forward.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     forward.__xla_ckpt_original__ = original  # type: ignore[attr-defined]
@@ -111,7 +112,7 @@ def _wrap_class(cls: type, policy: Any) -> type:
     return cls
 
 
-def _wrap_function(fn: Callable[..., Any], policy: Any) -> Callable[..., Any]:
+def _wrap_function(fn: Callable[..., Any], policy: Any, verify: bool = False) -> Callable[..., Any]:
     if getattr(fn, "__xla_ckpt_policy__", None) is not None:
         if fn.__xla_ckpt_policy__ == policy:  # type: ignore[attr-defined]
             return fn
@@ -119,25 +120,26 @@ def _wrap_function(fn: Callable[..., Any], policy: Any) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return checkpoint(fn, *args, policy=policy, **kwargs)
+        return checkpoint(fn, *args, policy=policy, verify=verify, **kwargs)
 
     wrapper.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     return wrapper
 
 
 @overload
-def checkpointed(obj: T, *, policy: Any = ...) -> T: ...
+def checkpointed(obj: T, *, policy: Any = ..., verify: bool = ...) -> T: ...
 @overload
-def checkpointed(obj: None = ..., *, policy: Any = ...) -> Callable[[T], T]: ...
+def checkpointed(obj: None = ..., *, policy: Any = ..., verify: bool = ...) -> Callable[[T], T]: ...
 
 
-def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable") -> Any:
+def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable", verify: bool = False) -> Any:
     """Checkpoint a function, every instance of an ``nn.Module`` class, or one module in place.
 
     Args:
         obj: a function, an ``nn.Module`` subclass, or an ``nn.Module`` instance; omitted when used
             as ``@checkpointed(policy=...)``.
         policy: a registered policy name or a policy callable (see ``xla_ckpt.policies``).
+        verify: recompute saved outputs too and compare (see :func:`xla_ckpt.checkpoint`).
 
     Parameters, ``state_dict()`` keys, ``repr``, pickling, ``deepcopy`` and ``train()/eval()`` are
     unchanged. Wrapping twice with the same policy is a no-op; with another one, a ``ValueError``.
@@ -149,14 +151,16 @@ def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable") -> Any:
         >>> xla_ckpt.checkpointed(model.layers[0], policy="nothing_saveable")
     """
     pol = resolve(policy)
+    if not isinstance(verify, bool):
+        raise TypeError(f"xla_ckpt.checkpointed: verify must be True or False, got {verify!r}")
     if obj is None:
-        return lambda o: checkpointed(o, policy=pol)
+        return lambda o: checkpointed(o, policy=pol, verify=verify)
     if isinstance(obj, nn.Module):
-        return _wrap_instance(obj, pol)
+        return _wrap_instance(obj, pol, verify)
     if isinstance(obj, type) and issubclass(obj, nn.Module):
-        return _wrap_class(obj, pol)
+        return _wrap_class(obj, pol, verify)
     if callable(obj):
-        return _wrap_function(obj, pol)
+        return _wrap_function(obj, pol, verify)
     raise TypeError(f"xla_ckpt.checkpointed: expected a function, an nn.Module class or instance, got {obj!r}")
 
 
