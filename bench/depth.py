@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
           "x none = median per-round ratio (trace) / ratio at the same depth (peak)")
     if timed.get("error"):
         print(f"timing: {timed['error']}")
+    else:
+        print(f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     print("\n".join(verdict_lines(flat)))
     doc = {"environment": memory._environment(argparse.Namespace(device="xla")), "config": vars(a),
            "rows": rows, "flatness": flat, "flat_tolerance": FLAT_TOLERANCE,

@@ -211,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(p75 - p25) / median; x = median of per-round ratios to none; trace = host time until sync (XLA)")
     spreads = [r["step_spread"] for r in results if r.get("step_spread") is not None]
     if spreads:
-        print(f"this run's spread: step IQR {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% of the median")
+        print(f"this run's spread: step IQR {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% of the median; "
+              f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     if timed.get("error"):
         print(f"timing: {timed['error']}")
     print("\n".join(targets.lines(goals)))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals}
+    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals,
+           "timing": {k: v for k, v in timed.items() if k != "entries"}}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
