@@ -163,7 +163,7 @@ def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> Non
     ax.plot([p[0] for p in front], [p[1] for p in front], "-o", color="tab:red", label="Pareto front")
     for t, m, n in pts:
         ax.annotate(n.replace("xla_ckpt:", ""), (t, m), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("step time / no checkpointing")
+    ax.set_xlabel("step time / no checkpointing (median per-round ratio, interleaved)")
     ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
     ax.set_title(title, fontsize=9)
     ax.legend()
