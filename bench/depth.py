@@ -52,6 +52,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.depths, a.d_model, a.heads, a.seq, a.batch, a.vocab = [1, 2], 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
+    if a.rounds < 1 or a.warmup < 1:
+        p.error(f"--rounds and --warmup must be >= 1 (got {a.rounds}, {a.warmup}): XLA compiles in the warm-up")
     if sorted(set(a.depths)) != a.depths or a.depths[0] < 1:
         p.error(f"--depths must be increasing positive layer counts, got {a.depths}")
     return a

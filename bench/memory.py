@@ -53,6 +53,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
+    if a.rounds < 1 or a.warmup < 1:
+        p.error(f"--rounds and --warmup must be >= 1 (got {a.rounds}, {a.warmup}): XLA compiles in the warm-up")
     return a
 
 
@@ -196,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("step_s", None)  # this process's own step time: not comparable across processes
         results.append(r)
     _derive(results, grads)
-    bar.set_postfix_str(f"interleaved timing, {a.rounds} rounds")
     model = {k: getattr(a, k) for k in ("model", "layers", "d_model", "heads", "seq", "batch", "vocab", "dtype")}
     ok = [(n, c) for (n, c), r in zip(variants, results) if not r.get("error")]
+    print(f"interleaved timing: {len(ok)} variants, {a.rounds} rounds, one process", file=sys.stderr)
     timed = timing.launch({"device": a.device, "rounds": a.rounds, "warmup": a.warmup, "reference": "none",
                            "entries": [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]})
     timing.merge(results, timed)
