@@ -52,6 +52,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.depths, a.d_model, a.heads, a.seq, a.batch, a.vocab = [1, 2], 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
+    if a.rounds < 1 or a.warmup < 1:
+        p.error(f"--rounds and --warmup must be >= 1 (got {a.rounds}, {a.warmup}): XLA compiles in the warm-up")
     if sorted(set(a.depths)) != a.depths or a.depths[0] < 1:
         p.error(f"--depths must be increasing positive layer counts, got {a.depths}")
     return a
@@ -227,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
           "x none = median per-round ratio (trace) / ratio at the same depth (peak)")
     if timed.get("error"):
         print(f"timing: {timed['error']}")
+    else:
+        print(f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     print("\n".join(verdict_lines(flat)))
     doc = {"environment": memory._environment(argparse.Namespace(device="xla")), "config": vars(a),
            "rows": rows, "flatness": flat, "flat_tolerance": FLAT_TOLERANCE,

@@ -58,6 +58,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
+    if a.rounds < 1 or a.warmup < 1:
+        p.error(f"--rounds and --warmup must be >= 1 (got {a.rounds}, {a.warmup}): XLA compiles in the warm-up")
     return a
 
 
@@ -168,7 +170,7 @@ def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> Non
     ax.plot([p[0] for p in front], [p[1] for p in front], "-o", color="tab:red", label="Pareto front")
     for t, m, n in pts:
         ax.annotate(n.replace("xla_ckpt:", ""), (t, m), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("step time / no checkpointing")
+    ax.set_xlabel("step time / no checkpointing (median per-round ratio, interleaved)")
     ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
     ax.set_title(title, fontsize=9)
     ax.legend()
@@ -201,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("step_s", None)  # this process's own step time: not comparable across processes
         results.append(r)
     _derive(results, grads)
-    bar.set_postfix_str(f"interleaved timing, {a.rounds} rounds")
     model = {k: getattr(a, k) for k in ("model", "layers", "d_model", "heads", "seq", "batch", "vocab", "dtype")}
     ok = [(n, c) for (n, c), r in zip(variants, results) if not r.get("error")]
+    print(f"interleaved timing: {len(ok)} variants, {a.rounds} rounds, one process", file=sys.stderr)
     timed = timing.launch({"device": a.device, "rounds": a.rounds, "warmup": a.warmup, "reference": "none",
                            "entries": [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]})
     timing.merge(results, timed)
@@ -216,11 +218,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(p75 - p25) / median; x = median of per-round ratios to none; trace = host time until sync (XLA)")
     spreads = [r["step_spread"] for r in results if r.get("step_spread") is not None]
     if spreads:
-        print(f"this run's spread: step IQR {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% of the median")
+        print(f"this run's spread: step IQR {100 * min(spreads):.0f}-{100 * max(spreads):.0f}% of the median; "
+              f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     if timed.get("error"):
         print(f"timing: {timed['error']}")
     print("\n".join(targets.lines(goals)))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals}
+    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals,
+           "timing": {k: v for k, v in timed.items() if k != "entries"}}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

@@ -179,6 +179,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             live.append((e, model, loss_fn))
         except Exception as exc:  # recorded per entry (e.g. torch SAC on XLA), the others still run
             res["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    out["loadavg_before"] = os.getloadavg()[0]  # 1-minute load: how shared the machine was
     host: dict[str, list[float]] = {e["name"]: [] for e, _, _ in live}
     full: dict[str, list[float]] = {e["name"]: [] for e, _, _ in live}
     for r in range(spec["rounds"]):
@@ -188,6 +189,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             h, s = step(model, loss_fn)
             host[e["name"]].append(h)
             full[e["name"]].append(s)
+    out["loadavg_after"] = os.getloadavg()[0]
     ref = spec.get("reference")
     for name in host:
         res = out["entries"][name]
