@@ -175,7 +175,14 @@ def _eager(name: str) -> dict[str, Any]:
     rec = _Recording(_policy(name))
     model = _gpt(rec)
     idx = _batch()
-    with xla_ckpt.saved_activations() as report:
+    # Every SAVE output the policy chose, before the eager engine's liveness drops the unread ones
+    # (the partitioner's own dropping is checked above through bw_reads).
+    from unittest import mock
+
+    from xla_ckpt import _engine
+
+    with xla_ckpt.saved_activations() as report, mock.patch.object(_engine._Region, "_keep_only_live",
+                                                                   lambda self, flow, early: None):
         loss = model(idx, idx)
     loss.backward()
     # What the regions kept by the policy's SAVE (named by op); not their inputs, not outside values.

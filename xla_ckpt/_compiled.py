@@ -148,10 +148,16 @@ def _child(cur: nn.Module, path: str, typ: Any) -> Optional[tuple[str, nn.Module
     return None
 
 
-def _registered_name(module: Optional[nn.Module]) -> str:
-    # The name apply()/the wrappers registered from the model root, as the eager engine reports it.
-    registered = getattr(_modules, "_REGISTERED", None)
-    return registered.get(module, "") if (module is not None and registered is not None) else ""
+def _call_site_name(entries: list[tuple[str, Any]], module: Optional[nn.Module]) -> str:
+    """The wrapped module's name from the root the user called, as the eager engine names it.
+
+    Dynamo's paths start at the compiled frame's locals: ``L.self.layers.0`` for ``torch.compile(model)``
+    (the root is ``L.self``), ``L.model.layers.0`` for a compiled function given the model.
+    """
+    if module is None or not entries:
+        return ""
+    parts = entries[-1][0].split(".")
+    return ".".join(parts[2:]) if len(parts) > 2 and parts[0] in ("L", "G") else ""
 
 
 @dataclass(eq=False)
@@ -172,9 +178,10 @@ class _Lowering:
         # Module entries of the region's call site: ops run below them. A wrapped module is on the
         # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
         # plain function calls, is the first entry below, and named as the region's root (as eager).
-        self.base_depth = len(_module_entries(_compat.current_node_meta()))
+        site = _module_entries(_compat.current_node_meta())
+        self.base_depth = len(site)
         self.skip_root = direct or module is None
-        self.prefix = _registered_name(module)
+        self.prefix = _call_site_name(site, None if direct else module)
         self.decided: list[_Decided] = []
         self.pending: Optional[_Decided] = None
         self.graph_len: Optional[int] = None
