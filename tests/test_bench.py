@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from xla_ckpt import _xla
 
@@ -92,12 +93,19 @@ def test_bench_hf_architecture_by_name(tmp_path):
     doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"))
     assert doc["config"]["model"] == "mistral"
     ok = {k: r for k, r in res.items() if not r.get("error")}
+    if "torch_sac" not in ok:
+        # torch's own SAC fails on Mistral's default config (use_cache=True: the KV cache grows on
+        # recompute) from torch 2.13 on, with no xla_ckpt involved; the bench records it as a result.
+        assert torch.__version__ >= "2.13" and "not found in storage" in res["torch_sac"]["error"], res
+        ok["torch_sac"] = None
     assert set(ok) == {"none", "torch_sac", "xla_ckpt:full"}, res
+    if ok["torch_sac"] is None:
+        del ok["torch_sac"]
     for r in ok.values():
         assert r["grad_max_abs_diff"] <= 1e-5 and r["n_grads"] == r["n_params"], r
     assert ok["xla_ckpt:full"]["wrapped"] == 2
     saved = {k: r["saved_bytes"] for k, r in ok.items()}
-    assert saved["none"] > saved["torch_sac"] > saved["xla_ckpt:full"], saved
+    assert saved["none"] > saved.get("torch_sac", saved["none"] - 1) > saved["xla_ckpt:full"], saved
 
 
 @pytest.mark.xla
