@@ -44,7 +44,6 @@ from xla_ckpt.policies import resolve
 __all__ = ["checkpoint", "CheckpointError"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
-_tensors = tensors  # kept for callers of the old name
 
 
 class _Slot(_saved.Packed):
@@ -161,8 +160,7 @@ class _Region:
         # caller holds these objects (not our detached aliases) and may modify them in place.
         self.watched: dict[int, list[tuple[weakref.ref, int]]] = {}
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
-        self.input_storages = {} if self.on_xla else {_xla.buffer_key(t): i for i, t in enumerate(self.inputs)}
-        self.input_xla_keys = {_xla.buffer_key(t): i for i, t in enumerate(self.inputs)} if self.on_xla else {}
+        self.input_keys = {_xla.buffer_key(t): i for i, t in enumerate(self.inputs)}
         self.pristine: dict[int, torch.Tensor] = {}
         self.cache_keys: dict[Any, int] = {}  # eager: storage of each saved output -> its position
         self.pending_written = False  # the pending op's output was written in place before its decision
@@ -186,7 +184,7 @@ class _Region:
         for t in targets:
             key = _xla.buffer_key(t)
             self.dirty.update(self.packed_keys.get(key, ()))
-            i = self.input_storages.get(key)
+            i = self.input_keys.get(key)
             if i is not None and i not in self.pristine:
                 self.pristine[i] = self.inputs[i].detach().clone()
             pos = self.cache_keys.pop(key, None)
@@ -199,7 +197,7 @@ class _Region:
     def on_xla_write(self, old: torch.Tensor) -> None:
         key = _xla.buffer_key(old)
         self.dirty.update(self.packed_keys.get(key, ()))
-        i = self.input_xla_keys.get(key)
+        i = self.input_keys.get(key)
         if i is not None and i not in self.pristine:
             self.pristine[i] = old  # the value before the write (XLA tensors are immutable underneath)
 
