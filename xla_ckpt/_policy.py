@@ -13,17 +13,31 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt import _xla
 
-__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher"]
+__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "check_names"]
 
 
 class Decision(enum.Enum):
-    """What happens to an op's outputs inside :func:`xla_ckpt.checkpoint`."""
+    """What happens to an op's outputs inside :func:`xla_ckpt.checkpoint`.
 
-    SAVE = "save"  # kept from forward to backward
+    ``SAVE`` keeps them on the device; ``OFFLOAD`` keeps them too, in host memory between forward and
+    backward (CUDA: pinned memory and a side stream; XLA: torch_xla's placement annotations; see the
+    README's "Offload" section for what each device does); ``RECOMPUTE`` drops them and recomputes.
+    """
+
+    SAVE = "save"  # kept on the device from forward to backward
+    OFFLOAD = "offload"  # kept like SAVE, in host memory from the end of forward until backward needs it
     RECOMPUTE = "recompute"  # dropped after forward, recomputed in backward
+
+    @property
+    def keeps(self) -> bool:
+        """True for SAVE and OFFLOAD: the forward's value is what backward reads (no recompute)."""
+        return self is not Decision.RECOMPUTE
 
     def __repr__(self) -> str:
         return f"Decision.{self.name}"
+
+
+MUST_RETURN = "a policy must return xla_ckpt.Decision.SAVE, Decision.OFFLOAD or Decision.RECOMPUTE"
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +82,23 @@ class OpCall:
 
 Policy = Callable[[OpCall], Decision]
 OpLike = Union[OpOverload, OpOverloadPacket]
+
+
+def ask(policy: Policy, call: OpCall, where: str) -> Decision:
+    """``policy(call)``, checked: an answer that is not a ``Decision`` is an error, never read as RECOMPUTE."""
+    decision = policy(call)
+    if not isinstance(decision, Decision):
+        raise TypeError(f"{where}: policy {policy!r} returned {decision!r} for {call.op} in module "
+                        f"'{call.module}'; {MUST_RETURN}")
+    return decision
+
+
+def check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
+    """Tag names as a tuple of non-empty strings (none is allowed, as in JAX: nothing matches)."""
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise TypeError(f"{where}: expected tag names (non-empty str), got {bad!r} in {names!r}")
+    return tuple(names)
 
 
 def op_matcher(ops: tuple[Any, ...], where: str) -> frozenset[OpLike]:

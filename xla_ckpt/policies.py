@@ -8,6 +8,7 @@ Example:
     >>> policies.get("save_only_these_names", names=["qkv"])
     save_only_these_names('qkv')
     >>> xla_ckpt.checkpoint(block, x, policy=policies.any_of(policies.dots_saveable, keep_norms))
+    >>> xla_ckpt.checkpoint(block, x, policy=policies.offload("dots_saveable"))  # matmuls to host memory
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from xla_ckpt._dots import DOT_PACKETS, dot_batch
-from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, matches, op_matcher, op_name, resolve_op
+from xla_ckpt._offload_policies import offload, save_and_offload_only_these_names
+from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, ask as _ask, check_names as _check_names, matches, op_matcher
+from xla_ckpt._policy import op_name, resolve_op
 
 __all__ = [
     "everything_saveable",
@@ -28,10 +31,12 @@ __all__ = [
     "save_only_these_names",
     "save_any_names_but_these",
     "save_anything_except_these_names",
+    "save_and_offload_only_these_names",
     "save_ops",
     "recompute_ops",
     "any_of",
     "all_of",
+    "offload",
     "from_torch",
     "get",
     "names",
@@ -41,7 +46,7 @@ __all__ = [
 ]
 
 aten = torch.ops.aten
-SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
 
 DOT_OPS: frozenset[OpLike] = DOT_PACKETS
@@ -138,14 +143,6 @@ class recompute_ops:  # noqa: N801
         return (_ops_policy, ('recompute_ops', tuple(sorted(op_name(o) for o in self.ops))))
 
 
-def _check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
-    # No names is allowed, as in JAX: save_only_these_names() saves nothing.
-    bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad:
-        raise TypeError(f"{where}: expected tag names (non-empty str), got {bad!r} in {names!r}")
-    return tuple(names)
-
-
 @dataclass(frozen=True)
 class save_only_these_names:  # noqa: N801
     """Save only outputs tagged (``xla_ckpt.tag``) with one of these names; recompute the rest.
@@ -209,7 +206,11 @@ def _check_policies(ps: tuple[Any, ...], where: str) -> tuple[Policy, ...]:
 
 @dataclass(frozen=True)
 class any_of:  # noqa: N801
-    """Save when any of the policies says SAVE."""
+    """The most keeping answer: SAVE if any policy says SAVE, else OFFLOAD if any says OFFLOAD, else RECOMPUTE.
+
+    (Decisions ordered by what stays on the device: SAVE > OFFLOAD > RECOMPUTE; ``any_of`` takes the
+    maximum, ``all_of`` the minimum. Without OFFLOAD this is "save when any says SAVE".)
+    """
 
     policies: tuple[Policy, ...]
 
@@ -217,7 +218,14 @@ class any_of:  # noqa: N801
         object.__setattr__(self, "policies", _check_policies(policies, "policies.any_of"))
 
     def __call__(self, call: OpCall) -> Decision:
-        return SAVE if any(p(call) is SAVE for p in self.policies) else RECOMPUTE
+        best = RECOMPUTE
+        for p in self.policies:
+            d = _ask(p, call, "policies.any_of")
+            if d is SAVE:
+                return SAVE
+            if d is OFFLOAD:
+                best = OFFLOAD
+        return best
 
     def __repr__(self) -> str:
         return f"any_of({', '.join(map(repr, self.policies))})"
@@ -225,7 +233,10 @@ class any_of:  # noqa: N801
 
 @dataclass(frozen=True)
 class all_of:  # noqa: N801
-    """Save only when every policy says SAVE."""
+    """The least keeping answer: RECOMPUTE if any policy says RECOMPUTE, else OFFLOAD if any says OFFLOAD, else SAVE.
+
+    An op is kept only when every policy keeps it, and kept on the device only when every policy says SAVE.
+    """
 
     policies: tuple[Policy, ...]
 
@@ -233,7 +244,14 @@ class all_of:  # noqa: N801
         object.__setattr__(self, "policies", _check_policies(policies, "policies.all_of"))
 
     def __call__(self, call: OpCall) -> Decision:
-        return SAVE if all(p(call) is SAVE for p in self.policies) else RECOMPUTE
+        worst = SAVE
+        for p in self.policies:
+            d = _ask(p, call, "policies.all_of")
+            if d is RECOMPUTE:
+                return RECOMPUTE
+            if d is OFFLOAD:
+                worst = OFFLOAD
+        return worst
 
     def __repr__(self) -> str:
         return f"all_of({', '.join(map(repr, self.policies))})"
@@ -328,6 +346,12 @@ register("save_any_names_but_these", lambda names=(): save_any_names_but_these(*
 register("save_anything_except_these_names", lambda names=(): save_anything_except_these_names(*names))
 register("save_ops", lambda ops: save_ops(*ops))
 register("recompute_ops", lambda ops: recompute_ops(*ops))
+register(
+    "save_and_offload_only_these_names",
+    lambda names_which_can_be_saved=(), names_which_can_be_offloaded=(): save_and_offload_only_these_names(
+        names_which_can_be_saved=names_which_can_be_saved, names_which_can_be_offloaded=names_which_can_be_offloaded),
+)
 register("any_of", lambda policies: any_of(*policies))
 register("all_of", lambda policies: all_of(*policies))
+register("offload", lambda policy: offload(policy))
 register("from_torch", lambda fn: from_torch(fn))

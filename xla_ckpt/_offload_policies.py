@@ -1,0 +1,86 @@
+"""Policies that answer ``Decision.OFFLOAD``: ``offload(policy)`` and JAX's ``save_and_offload_only_these_names``.
+
+Re-exported and registered by :mod:`xla_ckpt.policies` (the one registry); what OFFLOAD does on each
+device is in :mod:`xla_ckpt._offload`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xla_ckpt._policy import Decision, OpCall, Policy, ask, check_names
+
+__all__ = ["offload", "save_and_offload_only_these_names"]
+
+SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
+
+
+@dataclass(frozen=True)
+class offload:  # noqa: N801
+    """Offload what ``policy`` saves: its SAVE becomes OFFLOAD, its other answers stay.
+
+    Args:
+        policy: a registered name or any ``(OpCall) -> Decision``.
+
+    Example:
+        >>> xla_ckpt.checkpoint(block, x, policy=policies.offload("dots_saveable"))
+        >>> # in a config: policy = { name = "offload", policy = "dots_saveable" }
+    """
+
+    policy: Policy
+
+    def __init__(self, policy: Policy | str) -> None:
+        from xla_ckpt.policies import resolve  # noqa: PLC0415  (policies re-exports this module)
+
+        object.__setattr__(self, "policy", resolve(policy, where="policies.offload"))
+
+    def __call__(self, call: OpCall) -> Decision:
+        d = ask(self.policy, call, "policies.offload")
+        return OFFLOAD if d is SAVE else d
+
+    def __repr__(self) -> str:
+        return f"offload({self.policy!r})"
+
+
+@dataclass(frozen=True)
+class save_and_offload_only_these_names:  # noqa: N801
+    """Save outputs tagged with a name in ``names_which_can_be_saved``, offload (``Decision.OFFLOAD``)
+    those tagged with a name in ``names_which_can_be_offloaded``, recompute the rest (untagged ones too).
+
+    JAX's policy of the same name: keyword-only, and a name may not be in both lists. JAX's
+    ``offload_src`` / ``offload_dst`` have no counterpart here: the host tier follows the device.
+
+    Example:
+        >>> policies.save_and_offload_only_these_names(names_which_can_be_saved=["qkv"],
+        ...                                            names_which_can_be_offloaded=["mlp_up"])
+    """
+
+    names_which_can_be_saved: tuple[str, ...]
+    names_which_can_be_offloaded: tuple[str, ...]
+
+    def __init__(self, *, names_which_can_be_saved: Any = (), names_which_can_be_offloaded: Any = ()) -> None:
+        where = "policies.save_and_offload_only_these_names"
+        lists = {}
+        for key, value in (("names_which_can_be_saved", names_which_can_be_saved),
+                           ("names_which_can_be_offloaded", names_which_can_be_offloaded)):
+            if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+                raise TypeError(f"{where}: {key} must be a list of tag names, got {value!r}")
+            lists[key] = check_names(tuple(value), f"{where}: {key}")
+        both = sorted(set(lists["names_which_can_be_saved"]) & set(lists["names_which_can_be_offloaded"]))
+        if both:
+            raise ValueError(f"{where}: {both!r} in both names_which_can_be_saved and names_which_can_be_offloaded; "
+                             "a name is either saved on the device or offloaded to the host, not both")
+        for key, value in lists.items():
+            object.__setattr__(self, key, value)
+
+    def __call__(self, call: OpCall) -> Decision:
+        if call.tag is None:
+            return RECOMPUTE
+        if call.tag in self.names_which_can_be_saved:
+            return SAVE
+        return OFFLOAD if call.tag in self.names_which_can_be_offloaded else RECOMPUTE
+
+    def __repr__(self) -> str:
+        return (f"save_and_offload_only_these_names(names_which_can_be_saved={list(self.names_which_can_be_saved)!r}, "
+                f"names_which_can_be_offloaded={list(self.names_which_can_be_offloaded)!r})")
