@@ -1,8 +1,9 @@
-"""The selective checkpoint engine: per-op SAVE / RECOMPUTE decisions, replayed by position.
+"""The selective checkpoint engine: per-op SAVE / OFFLOAD / RECOMPUTE decisions, replayed by position.
 
 Forward (``_ForwardMode``): ``fn`` runs under a dispatch mode; each ATen op becomes an ``OpCall`` that
 the policy decides on and a ``Record`` of what the replay must reproduce (``_record.py``). SAVE
-outputs are cached (detached aliases); everything autograd saves inside the region is packed as a
+outputs are cached (detached aliases); OFFLOAD outputs too, then moved to a host tier at the end of
+forward (``_offload.py``); everything autograd saves inside the region is packed as a
 slot handle instead of a tensor. Backward: the first unpack of a slot re-runs ``fn`` under the
 replay mode (``_replay.py``), which hands out cached outputs at SAVE positions and recomputes and
 checks the rest.
@@ -32,9 +33,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from xla_ckpt import _compat, _compiled, _modules, _saved, _xla
+from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
 from xla_ckpt._params import param_source
-from xla_ckpt._policy import Decision, OpCall, Policy
+from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 from xla_ckpt._liveness import Dataflow
 from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, stand_in, tensors, written
 from xla_ckpt._replay import ReplayMode
@@ -43,7 +44,7 @@ from xla_ckpt.policies import resolve
 
 __all__ = ["checkpoint", "CheckpointError"]
 
-SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
 
 class _Slot(_saved.Packed):
@@ -172,6 +173,7 @@ class _Region:
         self.input_versions: tuple[int, ...] = ()
         self.flow: Optional[Dataflow] = Dataflow(self.inputs)  # until the end of forward
         self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
+        self.host: Optional[_offload.Link] = None  # the OFFLOAD entries moved to the host tier (_offload)
 
     # -- forward ------------------------------------------------------------------------------
     def before_write(self, targets: list[torch.Tensor]) -> None:
@@ -243,14 +245,14 @@ class _Region:
             if not isinstance(decision, Decision):
                 raise TypeError(
                     f"checkpoint policy {policy!r} returned {decision!r} for {op} in module '{call.module}'; "
-                    "a policy must return xla_ckpt.Decision.SAVE or Decision.RECOMPUTE"
+                    f"{MUST_RETURN}"
                 )
         pos = len(self.records)
         self.records.append(
             Record(op, info, decision, signature(call.args, call.kwargs), out_meta(call.out), call.module, call.tag,
-                   draw, None if (self.on_xla or decision is SAVE) else spec_of(call.out))
+                   draw, None if (self.on_xla or decision.keeps) else spec_of(call.out))
         )
-        if decision is SAVE:
+        if decision.keeps:  # SAVE, or OFFLOAD (moved to the host tier at the end of forward)
             # Detached aliases: no copy, and no reference cycle through the autograd graph.
             cached = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, call.out)
             self.cache[pos] = (cached, versions)
@@ -258,7 +260,7 @@ class _Region:
                 for t in tensors(cached):
                     self.cache_keys[_xla.buffer_key(t)] = pos
 
-    def finish_forward(self) -> None:
+    def finish_forward(self, outputs: list[torch.Tensor]) -> None:
         self.flush()
         for pos, (_, versions) in list(self.cache.items()):
             if _written(versions):
@@ -276,6 +278,7 @@ class _Region:
             return
         assert flow is not None and early is not None
         self._keep_only_live(flow, early)
+        self.host = _offload.move_out(self, outputs)
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
                 if t is None:
@@ -283,9 +286,10 @@ class _Region:
                 ledger.record(t, param_source(t), grad_fn="region input")
             for pos, (cached, _) in self.cache.items():
                 rec = self.records[pos]
-                for t in tensors(cached):
+                host = isinstance(cached, _offload.Offloaded)
+                for t in cached.host_tensors() if host else tensors(cached):
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
-                                  tag=rec.tag)
+                                  tag=rec.tag, offloaded=host)
 
     def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> None:
         """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs."""
@@ -420,14 +424,17 @@ class _Region:
 
     # -- backward -----------------------------------------------------------------------------
     def cached(self, pos: int, func: Any, rec: Record) -> Any:
-        """The forward's output at a SAVE position, after checking nobody modified it since."""
+        """The forward's output at a SAVE / OFFLOAD position, after checking nobody modified it since."""
         cached, versions = self.cache[pos]
         if _written(versions + tuple(self.watched.get(pos, ()))):
+            kept = "offloaded" if rec.decision is OFFLOAD else "saved"
             raise CheckpointError(
-                f"an output of {func} (module '{rec.module}') that the policy saved was modified in "
-                "place after the checkpointed forward; the gradient would be wrong. Clone it before "
-                "modifying it, or let the policy recompute this op."
+                f"an output of {func} (module '{rec.module}') that the policy {kept} "
+                "was modified in place after the checkpointed forward; the gradient would be wrong. Clone it "
+                "before modifying it, or let the policy recompute this op."
             )
+        if isinstance(cached, _offload.Offloaded):
+            cached = cached.fetch()  # back from the host tier (waits for its prefetch)
         if isinstance(cached, tuple) and any(isinstance(t, _Pruned) for t in cached):
             return tuple(stand_in(t.spec) if isinstance(t, _Pruned) else t for t in cached)
         return cached
@@ -493,6 +500,7 @@ class _Region:
 
     def _recompute(self) -> None:
         self._check_inputs()
+        _offload.prefetch(self.host)  # this region's host copies, and the next region's in backward order
         fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
         args, kwargs = self._replay_inputs(fence)
         if fence is not None:
@@ -608,7 +616,7 @@ def checkpoint(
                 out = fn(*args, **kwargs)
             finally:
                 st.region = None
-        region.finish_forward()  # outside the mode: its own detach() calls are not the function's ops
+        region.finish_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
     except BaseException:
         region.abandon()
         raise

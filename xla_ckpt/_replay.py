@@ -1,8 +1,8 @@
 """Backward of a checkpoint region: replay ``fn`` by position, checking every position against forward.
 
-SAVE positions hand out the forward's cached outputs, RECOMPUTE positions run again. Every position
-first checks what the replay feeds it (op, tensor shapes/dtypes, other argument values) against the
-forward's record; a difference is a :class:`CheckpointError` naming the op, the module and the
+SAVE (and OFFLOAD) positions hand out the forward's cached outputs, RECOMPUTE positions run again.
+Every position first checks what the replay feeds it (op, tensor shapes/dtypes, other argument
+values) against the forward's record; a difference is a :class:`CheckpointError` naming the op, the module and the
 likely cause, never a gradient computed from other values. Each recomputed random op draws from
 the generator state it drew from in forward, whatever the policy saved around it.
 """
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayMode", "hint"]
 
-SAVE = Decision.SAVE
+RECOMPUTE = Decision.RECOMPUTE
 
 def hint(func: Any, module: str) -> str:
     """Why a replayed position may differ from the forward, and how to fix it."""
@@ -73,7 +73,7 @@ class ReplayMode(TorchDispatchMode):
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
                 f"than in forward ({bad}). {hint(func, rec.module)}"
             )
-        if rec.decision is SAVE:
+        if rec.decision is not RECOMPUTE:  # SAVE or OFFLOAD: the forward's value
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
             # Nothing backward needs comes from this op: a stand-in, never read (checked below).

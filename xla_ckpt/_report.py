@@ -15,7 +15,7 @@ from xla_ckpt._tag import tag_of
 
 __all__ = ["SavedEntry", "SavedReport", "saved_activations"]
 
-Kind = Literal["activation", "parameter", "parameter copy"]
+Kind = Literal["activation", "parameter", "parameter copy", "offloaded"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,10 @@ def _human(n: float) -> str:
 class SavedReport:
     """Everything autograd saved while :func:`saved_activations` was active.
 
-    ``nbytes`` counts each buffer once and leaves parameters out (they live anyway); a copy derived
-    from a parameter counts unless it *is* the parameter's memory (an eager view).
+    ``nbytes`` counts each buffer kept on the device once and leaves parameters out (they live
+    anyway); a copy derived from a parameter counts unless it *is* the parameter's memory (an eager
+    view). Values a policy offloaded (``Decision.OFFLOAD``) are entries of kind ``"offloaded"``
+    (their host copies), counted in ``host_nbytes`` and not in ``nbytes``.
     """
 
     def __init__(self) -> None:
@@ -62,12 +64,14 @@ class SavedReport:
         grad_fn: Optional[str] = None,
         module: Optional[str] = None,
         tag: Optional[str] = None,
+        offloaded: bool = False,
     ) -> None:
         """Add ``t``; ``by_reference`` means only the parameter it derives from is kept.
 
-        Checkpoint regions pass ``grad_fn`` (the op), ``module`` and ``tag`` of what they kept.
+        Checkpoint regions pass ``grad_fn`` (the op), ``module`` and ``tag`` of what they kept, and
+        ``offloaded`` for the host copy of a value moved off the device.
         """
-        kind: Kind = "activation"
+        kind: Kind = "offloaded" if offloaded else "activation"
         param_key = None
         if source is not None:
             kind = "parameter" if (by_reference or not source.steps) else "parameter copy"
@@ -90,14 +94,14 @@ class SavedReport:
         )
 
     # -- summaries ------------------------------------------------------------------------------
-    def _counted(self) -> list[SavedEntry]:
-        """First entry of each buffer that costs memory beyond the parameters."""
+    def _counted(self, host: bool = False) -> list[SavedEntry]:
+        """First entry of each buffer that costs memory beyond the parameters (on the device, or ``host``)."""
         param_keys = {e.param_key for e in self.entries if e.param_key is not None}
         seen: set[Hashable] = set()
         out = []
         for e in self.entries:
             # A parameter kept by reference costs nothing: its own entry is the parameter's buffer.
-            if e.kind == "parameter" or e.key in param_keys or e.key in seen:
+            if e.kind == "parameter" or e.key in param_keys or e.key in seen or (e.kind == "offloaded") != host:
                 continue
             seen.add(e.key)
             out.append(e)
@@ -105,8 +109,13 @@ class SavedReport:
 
     @property
     def nbytes(self) -> int:
-        """Unique bytes held for backward, parameters excluded."""
+        """Unique bytes held on the device for backward, parameters excluded."""
         return sum(e.nbytes for e in self._counted())
+
+    @property
+    def host_nbytes(self) -> int:
+        """Unique bytes moved to host memory for backward (``Decision.OFFLOAD``)."""
+        return sum(e.nbytes for e in self._counted(host=True))
 
     def _group(self, attr: str) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -124,10 +133,14 @@ class SavedReport:
         return self._group("grad_fn")
 
     def by_kind(self) -> dict[str, int]:
-        return self._group("kind")
+        """Counted bytes per kind, ``"offloaded"`` (host bytes) included."""
+        out = self._group("kind")
+        if self.host_nbytes:
+            out["offloaded"] = self.host_nbytes
+        return out
 
     def __str__(self) -> str:
-        counted = {id(e) for e in self._counted()}
+        counted = {id(e) for e in self._counted() + self._counted(host=True)}
         rows = sorted(self.entries, key=lambda e: -e.nbytes)
         lines = [f"{'bytes':>10}  {'kind':14} {'shape':18} {'dtype':9} {'grad_fn':24} {'tag':10} module"]
         for e in rows:
@@ -137,14 +150,17 @@ class SavedReport:
                 f"{_human(e.nbytes):>10}  {e.kind:14} {str(list(e.shape)):18} {dtype:9} {e.grad_fn or '-':24} "
                 f"{e.tag or '-':10} {e.module or '<top>'}{mark}"
             )
-        lines.append(f"total kept for backward: {_human(self.nbytes)} in {len(counted)} buffers "
+        lines.append(f"total kept for backward: {_human(self.nbytes)} in {len(self._counted())} buffers "
                      f"({len(self.entries)} saved tensors, parameters excluded)")
+        if self.host_nbytes:
+            lines.append(f"offloaded to host memory: {_human(self.host_nbytes)} in {len(self._counted(host=True))} buffers")
         lines.append("by module: " + ", ".join(f"{m or '<top>'} {_human(b)}" for m, b in self.by_module().items()))
         lines.append("by op:     " + ", ".join(f"{o or '-'} {_human(b)}" for o, b in self.by_op().items()))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"SavedReport(nbytes={self.nbytes}, entries={len(self.entries)})"
+        host = f", host_nbytes={self.host_nbytes}" if self.host_nbytes else ""
+        return f"SavedReport(nbytes={self.nbytes}{host}, entries={len(self.entries)})"
 
 
 @contextlib.contextmanager

@@ -50,6 +50,7 @@ class _Ledger(Protocol):
         grad_fn: Optional[str] = None,
         module: Optional[str] = None,
         tag: Optional[str] = None,
+        offloaded: bool = False,
     ) -> None: ...
 
 

@@ -26,6 +26,9 @@ __all__ = [
     "set_rng_state",
     "hardware_type",
     "optimization_barrier_",
+    "place_to_host",
+    "place_to_device",
+    "PLACEMENT_TARGET",
     "parse_peak_bytes",
     "compiled_peaks",
 ]
@@ -113,6 +116,30 @@ def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     xm.optimization_barrier_(tensors)
+
+
+# --------------------------------------------------------------------------- host placement
+
+PLACEMENT_TARGET = "annotate_device_placement"  # the custom call both annotations lower to
+
+
+def place_to_host(t: torch.Tensor) -> torch.Tensor:
+    """``t`` annotated to live in pinned host memory (torch_xla's custom call; XLA's host offloader moves it).
+
+    The annotation lowers to ``custom-call(..., custom_call_target="annotate_device_placement")`` with
+    ``_xla_buffer_placement="pinned_host"``. Honoured on TPU/GPU; XLA:CPU cannot compile it
+    (torch_xla 2.9: "Unknown custom-call API version enum value: 0").
+    """
+    from torch_xla.experimental.stablehlo_custom_call import place_to_host as annotate  # noqa: PLC0415
+
+    return annotate(t)
+
+
+def place_to_device(t: torch.Tensor) -> torch.Tensor:
+    """``t`` annotated back to device memory (the pair of :func:`place_to_host`)."""
+    from torch_xla.experimental.stablehlo_custom_call import place_to_device as annotate  # noqa: PLC0415
+
+    return annotate(t)
 
 
 # --------------------------------------------------------------------------- compiled peak
