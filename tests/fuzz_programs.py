@@ -77,6 +77,8 @@ _EXAMPLE = {
     "any_of": {"policies": ["dots_saveable", policies.save_ops(aten.rand_like)]},
     "all_of": {"policies": ["everything_saveable", policies.recompute_ops(aten.gelu)]},
     "from_torch": {"fn": lambda ctx, op, *a, **k: _torch_dots(op)},
+    "offload": {"policy": "dots_saveable"},
+    "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"], "names_which_can_be_offloaded": ["up"]},
 }
 
 
@@ -95,7 +97,7 @@ def policy_specs(draw: Callable[..., Any]) -> Any:
     choice = draw(st.integers(0, 3))
     if choice <= 1:
         return draw(st.sampled_from(policies.names()))
-    decisions = st.sampled_from([Decision.SAVE, Decision.RECOMPUTE])
+    decisions = st.sampled_from([Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE])
     table = tuple((p, draw(decisions)) for p in draw(st.lists(st.sampled_from(_PACKETS), unique=True, max_size=6)))
     table_policy = TablePolicy(table, draw(decisions))
     if choice == 2:

@@ -45,7 +45,7 @@ def _policy(name: str) -> Any:
 
 
 ALIASES = (aten.detach.default, aten.alias.default)  # the same value under another node
-NAME_POLICIES = {"save_only_these_names", "save_any_names_but_these"}
+NAME_POLICIES = {"save_only_these_names", "save_any_names_but_these", "save_and_offload_only_these_names"}
 
 
 class _Spy:
@@ -186,7 +186,9 @@ def _eager(name: str) -> dict[str, Any]:
         loss = model(idx, idx)
     loss.backward()
     # What the regions kept by the policy's SAVE (named by op); not their inputs, not outside values.
-    saved = [(e.grad_fn, e.shape) for e in report.entries if e.grad_fn.startswith("aten.") and e.kind == "activation"]
+    # (OFFLOAD values count too: under compile they are MUST_SAVE, kept on the device.)
+    saved = [(e.grad_fn, e.shape) for e in report.entries
+             if e.grad_fn.startswith("aten.") and e.kind in ("activation", "offloaded")]
     return {"decisions": rec.log, "saved": saved, "saved_bytes": report.nbytes}
 
 
@@ -250,7 +252,7 @@ def test_compiled_saves_what_eager_saves(name: str) -> None:
     # causal mask that AOTAutograd traces once for both blocks (fewer copies, never other values).
     marked_values = collections.Counter((_packet_name(g["value"][n][0]), g["value"][n][1]) for n in marked)
     dropout = collections.Counter(("aten.clone", tuple(d.call._meta_out.shape)) for d in run["decided"]
-                                  if d.decision is xla_ckpt.Decision.SAVE and d.call.op.overloadpacket is aten.clone
+                                  if d.decision.keeps and d.call.op.overloadpacket is aten.clone
                                   and d.call.module.endswith("drop"))
     eager_saved = collections.Counter(eager["saved"])
     assert marked_values - dropout <= eager_saved

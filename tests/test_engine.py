@@ -40,6 +40,9 @@ EXAMPLE_PARAMS = {
     "any_of": {"policies": ["dots_with_no_batch_dims_saveable", policies.save_ops(aten.gelu)]},
     "all_of": {"policies": ["dots_saveable", policies.save_ops(aten.addmm)]},
     "from_torch": {"fn": _torch_dots},
+    "offload": {"policy": "dots_saveable"},
+    "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"],
+                                          "names_which_can_be_offloaded": ["mlp_up", "up", "attn_out"]},
 }
 POLICIES = policies.names()
 

@@ -2,7 +2,8 @@
 
 The eager engine (dispatch modes, a cache, replay) cannot be traced by Dynamo. Under compile,
 ``checkpoint()`` instead calls non-reentrant ``torch.utils.checkpoint`` with a ``context_fn`` whose
-``policy_fn`` asks our policy: SAVE becomes ``MUST_SAVE``, RECOMPUTE ``PREFER_RECOMPUTE``. The
+``policy_fn`` asks our policy: SAVE becomes ``MUST_SAVE``, RECOMPUTE ``PREFER_RECOMPUTE``, and
+OFFLOAD ``MUST_SAVE`` (torch's SAC has no offload mark: kept on the device, warned once). The
 marks land on the joint graph (``node.meta["recompute"]``) and the min-cut partitioner honours
 them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
 
@@ -29,7 +30,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map
 
 from xla_ckpt import _compat, _modules, _xla
-from xla_ckpt._policy import Decision, OpCall, Policy
+from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 
 __all__ = ["checkpoint", "context_fn", "recorded", "TAG_KEY"]
 
@@ -231,7 +232,7 @@ class _Lowering:
         if not isinstance(decision, Decision):
             raise TypeError(
                 f"checkpoint policy {self.policy!r} returned {decision!r} for {call.op} in module "
-                f"'{call.module}'; a policy must return xla_ckpt.Decision.SAVE or Decision.RECOMPUTE"
+                f"'{call.module}'; {MUST_RETURN}"
             )
         return decision
 
@@ -271,9 +272,15 @@ class _Lowering:
 
 
 def _mark(decision: Decision) -> Any:
+    """torch's SAC mark for a decision; OFFLOAD has none, so it is kept on the device (warned once)."""
     from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
 
-    return CheckpointPolicy.MUST_SAVE if decision is Decision.SAVE else CheckpointPolicy.PREFER_RECOMPUTE
+    if decision is Decision.OFFLOAD:
+        from xla_ckpt._offload import warn_once  # noqa: PLC0415
+
+        warn_once("compiled", "Decision.OFFLOAD under torch.compile (and scan_layers): torch's selective "
+                  "checkpointing has no offload mark, so offloaded values are saved on the device (MUST_SAVE).")
+    return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
 
 
 def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:

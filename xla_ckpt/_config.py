@@ -219,6 +219,9 @@ class _Parser:
         return spec
 
     def param(self, value: Any, key: str) -> Any:
+        if key.endswith(".policy"):
+            # A nested policy (``offload``'s): a name or a table with 'name', checked like a rule's.
+            return self.policy(value, key)
         if isinstance(value, list):
             # A list under 'policies' holds nested policy specs; elsewhere plain values.
             if key.endswith(".policies"):

@@ -4,7 +4,8 @@ torch_xla traces one layer with AOTAutograd and compiles that body once for ever
 loop in HLO), so trace and compile time stay flat in depth. What the body keeps for backward is
 chosen by the AOTAutograd partition function; here it is the min-cut partitioner with every
 forward node of the body marked by our policy (SAVE -> ``MUST_SAVE``, RECOMPUTE ->
-``PREFER_RECOMPUTE``), the same marks the compiled lowering (``_compiled``) gives torch.
+``PREFER_RECOMPUTE``, OFFLOAD -> ``MUST_SAVE`` with a warning: no offload mark exists), the same
+marks the compiled lowering (``_compiled``) gives torch.
 
 What the policy sees in the body: ``op``, ``args``, ``kwargs`` and ``out`` as fake tensors (shapes,
 no values), ``nbytes`` and ``flops``; ``module`` is "" and ``tag`` None (the body is traced without
@@ -22,8 +23,8 @@ from torch import nn
 from torch.fx import GraphModule, Node
 from torch.utils._pytree import tree_map
 
-from xla_ckpt._compiled import CompiledOpCall, _skipped
-from xla_ckpt._policy import Decision, Policy
+from xla_ckpt._compiled import CompiledOpCall, _mark, _skipped
+from xla_ckpt._policy import MUST_RETURN, Decision, Policy
 from xla_ckpt.policies import resolve
 
 __all__ = ["scan_layers", "partition_fn"]
@@ -70,11 +71,10 @@ def mark(joint: GraphModule, num_fwd_outputs: int, policy: Policy) -> dict[str, 
         decision = policy(CompiledOpCall(n.target, tuple(args), dict(kwargs), n.meta.get("val")))
         if not isinstance(decision, Decision):
             raise TypeError(
-                f"checkpoint policy {policy!r} returned {decision!r} for {n.target} in scan_layers; "
-                "a policy must return xla_ckpt.Decision.SAVE or Decision.RECOMPUTE"
+                f"checkpoint policy {policy!r} returned {decision!r} for {n.target} in scan_layers; {MUST_RETURN}"
             )
         decided[n.name] = decision
-        n.meta["recompute"] = CheckpointPolicy.MUST_SAVE if decision is Decision.SAVE else CheckpointPolicy.PREFER_RECOMPUTE
+        n.meta["recompute"] = _mark(decision)
         for u in n.users:
             if u.target is operator.getitem:
                 u.meta["recompute"] = n.meta["recompute"]
