@@ -296,6 +296,20 @@ def test_compiled_marks_offload_as_must_save(monkeypatch):
     assert _compiled._mark(RECOMPUTE) is CheckpointPolicy.PREFER_RECOMPUTE
 
 
+@pytest.mark.xla
+def test_scan_layers_keeps_offload_on_device(xla_device, monkeypatch):
+    """scan_layers lowers to torch's partitioner marks: OFFLOAD is MUST_SAVE there, said once, gradients equal."""
+    from test_scan import _layers, _run, _unrolled
+
+    layers = _layers(2, xla_device)
+    x = torch.randn(2, 16, 32).to(xla_device).requires_grad_()
+    ref = _run(layers, x, _unrolled(layers))
+    monkeypatch.setattr(_offload, "_WARNED", set())
+    with pytest.warns(UserWarning, match="no offload mark"):
+        got = _run(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
+    assert_same(ref, got)
+
+
 # -------------------------------------------------------------------------- configs
 
 TOML = """
@@ -385,13 +399,24 @@ def test_xla_placement_annotations_in_lowered_hlo(xla_device):
 
 
 @pytest.mark.cuda
-def test_cuda_gradients_equal_and_host_copies_pinned():
+def test_cuda_gradients_equal_and_host_copies_pinned(monkeypatch):
     cuda = torch.device("cuda")
     assert_same(_grads(cuda, None), _grads(cuda, policies.offload("dots_saveable")))
+    pinned = []
+    out = _offload._Cuda.out
+
+    def spy(self, t):
+        host = out(self, t)
+        pinned.append(host.is_pinned())
+        return host
+
+    monkeypatch.setattr(_offload._Cuda, "out", spy)
     with xla_ckpt.saved_activations() as report:
-        xla_ckpt.checkpoint(_block(cuda, 0.0), _input(cuda), policy=policies.offload("dots_saveable"))
+        y = xla_ckpt.checkpoint(_block(cuda, 0.0), _input(cuda), policy=policies.offload("dots_saveable"))
     host = [e for e in report.entries if e.kind == "offloaded"]
     assert report.host_nbytes == DOTS_KEPT and all(e.device.type == "cpu" for e in host)
+    assert pinned == [True] * 5 and len(_offload._STREAMS) >= 1
+    y.sum().backward()
 
 
 @pytest.mark.cuda
