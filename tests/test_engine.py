@@ -40,6 +40,7 @@ EXAMPLE_PARAMS = {
     "any_of": {"policies": ["dots_with_no_batch_dims_saveable", policies.save_ops(aten.gelu)]},
     "all_of": {"policies": ["dots_saveable", policies.save_ops(aten.addmm)]},
     "from_torch": {"fn": _torch_dots},
+    "memory_budget": {"fraction": 0.4},
 }
 POLICIES = policies.names()
 
