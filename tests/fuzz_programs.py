@@ -79,7 +79,10 @@ _EXAMPLE = {
     "from_torch": {"fn": lambda ctx, op, *a, **k: _torch_dots(op)},
     "offload": {"policy": "dots_saveable"},
     "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"], "names_which_can_be_offloaded": ["up"]},
+    "memory_budget": {"fraction": 0.5},
 }
+# Planning policies decide a whole region: they cannot be combined op by op (any_of / all_of).
+_PER_OP = [n for n in policies.names() if n != "memory_budget"]
 
 
 def _torch_dots(op: Any) -> Any:
@@ -94,15 +97,17 @@ def builtin(name: str) -> Any:
 
 @st.composite
 def policy_specs(draw: Callable[..., Any]) -> Any:
-    choice = draw(st.integers(0, 3))
+    choice = draw(st.integers(0, 4))
     if choice <= 1:
         return draw(st.sampled_from(policies.names()))
+    if choice == 4:  # region planning at a drawn budget (the engine applies its plan at the end of forward)
+        return policies.memory_budget(draw(st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.8, 1.0])))
     decisions = st.sampled_from([Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE])
     table = tuple((p, draw(decisions)) for p in draw(st.lists(st.sampled_from(_PACKETS), unique=True, max_size=6)))
     table_policy = TablePolicy(table, draw(decisions))
     if choice == 2:
         return table_policy
-    other = draw(st.sampled_from(policies.names()))
+    other = draw(st.sampled_from(_PER_OP))
     return policies.any_of(table_policy, builtin(other)) if draw(st.booleans()) else policies.all_of(
         table_policy, builtin(other))
 

@@ -43,6 +43,7 @@ EXAMPLE_PARAMS = {
     "offload": {"policy": "dots_saveable"},
     "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"],
                                           "names_which_can_be_offloaded": ["mlp_up", "up", "attn_out"]},
+    "memory_budget": {"fraction": 0.4},
 }
 POLICIES = policies.names()
 

@@ -282,6 +282,28 @@ def test_offload_policy_and_names_policy():
     assert {"offload", "save_and_offload_only_these_names"} <= set(policies.names())
 
 
+class _OffloadAll:
+    """A planning policy (``_plan``) that answers OFFLOAD for every position it decides."""
+
+    def plan(self, view):
+        return [OFFLOAD] * len(view.free)
+
+    def __call__(self, call):  # pragma: no cover - planners are asked through plan()
+        return SAVE
+
+
+def test_a_plan_may_offload():
+    cpu = torch.device("cpu")
+    assert_same(_grads(cpu, None), _grads(cpu, _OffloadAll()))
+    with xla_ckpt.saved_activations() as every:
+        xla_ckpt.checkpoint(_block(cpu, 0.0), _input(cpu), policy="everything_saveable")
+    with xla_ckpt.saved_activations() as planned:
+        xla_ckpt.checkpoint(_block(cpu, 0.0), _input(cpu), policy=_OffloadAll())
+    assert (planned.nbytes, planned.host_nbytes) == (BLOCK_INPUT, every.nbytes - BLOCK_INPUT), str(planned)
+    with pytest.raises(TypeError, match="plans a whole region"):
+        policies.offload(policies.memory_budget(0.3))
+
+
 def test_compiled_marks_offload_as_must_save(monkeypatch):
     from torch.utils.checkpoint import CheckpointPolicy
 

@@ -30,6 +30,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map
 
 from xla_ckpt import _compat, _modules, _xla
+from xla_ckpt._plan import plans
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 
 __all__ = ["checkpoint", "context_fn", "recorded", "TAG_KEY"]
@@ -315,9 +316,30 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
     """
+    if plans(policy):
+        # A planning policy needs the region's whole eager forward. torch's equivalent is its own
+        # whole-graph budget for the min-cut partitioner, which marks would override: run unmarked.
+        budget = getattr(policy, "fraction", None)
+        if budget is None or torch._functorch.config.activation_memory_budget != budget:
+            _warn_planner(repr(policy), budget)
+        return fn(*args, **kwargs)
     return torch.utils.checkpoint.checkpoint(
         fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
     )
+
+
+_PLANNER_WARNED: set[str] = set()  # once per policy (a plain set: Dynamo traces this call)
+
+
+def _warn_planner(policy: str, budget: Optional[float]) -> None:
+    if policy in _PLANNER_WARNED:
+        return
+    _PLANNER_WARNED.add(policy)
+    fix = (f"set torch._functorch.config.activation_memory_budget = {budget:g} before compiling (torch's "
+           "budget, for the whole compiled graph, as torchtitan's activation_memory_budget does)"
+           if budget is not None else "use a per-op policy under torch.compile")
+    warnings.warn(f"xla_ckpt under torch.compile: {policy} plans eager regions; compiled regions run unmarked "
+                  f"and torch's partitioner decides. To keep a budget, {fix}.", stacklevel=3)
 
 
 class recorded:  # noqa: N801  (a context manager used like a function)

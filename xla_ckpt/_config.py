@@ -175,7 +175,7 @@ class _Parser:
         )
 
     def rule(self, data: Any, key: str) -> Rule:
-        d = self.keys(data, key, {"match", "classes", "blocks", "every", "policy", "enabled"})
+        d = self.keys(data, key, {"match", "classes", "blocks", "every", "policy", "budget", "enabled"})
         match = self.strings(d["match"], f"{key}.match") if "match" in d else ()
         for g in match:
             try:
@@ -192,6 +192,16 @@ class _Parser:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise self.fail(f"{key}.every", f"expected an integer >= 1, got {every!r}")
         enabled = self.boolean(d.get("enabled", True), f"{key}.enabled")
+        if "budget" in d:
+            # `budget = 0.3` is short for `policy = { name = "memory_budget", fraction = 0.3 }`.
+            if "policy" in d:
+                raise self.fail(f"{key}.budget", "give either 'budget' (a memory_budget fraction) or 'policy', not both")
+            b = d["budget"]
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1:
+                raise self.fail(f"{key}.budget", f"expected a fraction in [0, 1] of the bytes kept without "
+                                f"checkpointing, got {b!r}")
+            return Rule(policy=self.policy({"name": "memory_budget", "fraction": b}, f"{key}.budget"), match=match,
+                        classes=classes, blocks=blocks, every=every, enabled=enabled)
         if "policy" not in d and enabled:
             raise self.fail(f"{key}.policy", f"missing; allowed policies: {', '.join(policies.names())}")
         spec = self.policy(d.get("policy", "nothing_saveable"), f"{key}.policy")

@@ -37,6 +37,7 @@ from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 from xla_ckpt._liveness import Dataflow
+from xla_ckpt._plan import RegionView, check_plan, plans
 from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, stand_in, tensors, written
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices, draw_source
@@ -174,6 +175,10 @@ class _Region:
         self.flow: Optional[Dataflow] = Dataflow(self.inputs)  # until the end of forward
         self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
         self.host: Optional[_offload.Link] = None  # the OFFLOAD entries moved to the host tier (_offload)
+        # Planning policies (``_plan``): every OpCall until the end of forward, and per planner the
+        # positions it decides (provisionally saved until then).
+        self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
+        self.planned: dict[int, tuple[Policy, list[int]]] = {}
 
     # -- forward ------------------------------------------------------------------------------
     def before_write(self, targets: list[torch.Tensor]) -> None:
@@ -233,6 +238,7 @@ class _Region:
     def _decide(self, call: OpCall, policy: Policy, info: OpInfo, versions: tuple[tuple[weakref.ref, int], ...],
                 draw: Optional[_Draw], written: bool = False) -> None:
         op = call.op
+        planner = False
         if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
         elif info.random and self.on_xla:
@@ -240,6 +246,8 @@ class _Region:
             # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
             # exact masks, and the caller's RNG state after backward is the unchecked run's.
             decision = SAVE
+        elif plans(policy):
+            planner, decision = True, SAVE  # decided with the whole region at the end of forward
         else:
             decision = policy(call)
             if not isinstance(decision, Decision):
@@ -248,6 +256,10 @@ class _Region:
                     f"{MUST_RETURN}"
                 )
         pos = len(self.records)
+        if self.calls is not None:
+            self.calls.append(call)
+        if planner:
+            self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
         self.records.append(
             Record(op, info, decision, signature(call.args, call.kwargs), out_meta(call.out), call.module, call.tag,
                    draw, None if (self.on_xla or decision.keeps) else spec_of(call.out))
@@ -270,6 +282,7 @@ class _Region:
         self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
         flow, self.flow = self.flow, None
         early, self.early = self.early, None
+        planned, self.planned, calls, self.calls = self.planned, {}, self.calls, None
         if self.n_packed == 0:
             # Autograd saved nothing in this region (its outputs need no grad, e.g. a frozen block):
             # it is never replayed, so it keeps nothing and reports nothing.
@@ -277,6 +290,8 @@ class _Region:
             self.cache_keys.clear()
             return
         assert flow is not None and early is not None
+        for policy, positions in planned.values():
+            self._plan(policy, positions, calls or [], flow)
         self._keep_only_live(flow, early)
         self.host = _offload.move_out(self, outputs)
         for ledger in _saved.state.ledgers:
@@ -291,6 +306,21 @@ class _Region:
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
                                   tag=rec.tag, offloaded=host)
 
+    def _plan(self, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
+        """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
+        free = [p for p in positions if p in self.cache]
+        view = RegionView(calls, free, set(self.cache), flow, self.inputs, self.packed_keys, prune=not self.on_xla)
+        for p, d in zip(free, check_plan(policy, view, policy.plan(view))):
+            if d is RECOMPUTE:
+                self._demote(p)
+            elif d is OFFLOAD:
+                self.records[p] = replace(self.records[p], decision=OFFLOAD)  # moved by _offload.move_out
+
+    def _demote(self, pos: int) -> None:
+        """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins)."""
+        cached, _ = self.cache.pop(pos)
+        self.records[pos] = replace(self.records[pos], decision=RECOMPUTE, spec=None if self.on_xla else spec_of(cached))
+
     def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> None:
         """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs."""
         if self.verify:
@@ -301,10 +331,7 @@ class _Region:
             lv = self._promote(flow, early, saved, lv)
         for pos in list(self.cache):
             if pos not in lv.cached:
-                cached, _ = self.cache.pop(pos)
-                rec = self.records[pos]
-                spec = None if self.on_xla else spec_of(cached)
-                self.records[pos] = replace(rec, decision=RECOMPUTE, spec=spec)
+                self._demote(pos)
         for pos, rec in enumerate(self.records):
             if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
                 self.records[pos] = replace(rec, live=False)
@@ -381,6 +408,7 @@ class _Region:
         self.early = None
         self.cache.clear()
         self.pending = None
+        self.calls, self.planned = None, {}
 
     def watch(self, outputs: list[torch.Tensor]) -> None:
         keys = {}
@@ -601,6 +629,8 @@ def checkpoint(
         return fn(*args, **kwargs)
     if st.region is not None:
         region = st.region
+        if plans(pol) and region.calls is None:
+            region.calls = [None] * len(region.records)  # ops before this one are not the planner's
         region.policies.append(pol)
         try:
             return fn(*args, **kwargs)  # each op is decided under the policy current when it ran

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from xla_ckpt._plan import plans
 from xla_ckpt._policy import Decision, OpCall, Policy, ask, check_names
 
 __all__ = ["offload", "save_and_offload_only_these_names"]
@@ -33,7 +34,11 @@ class offload:  # noqa: N801
     def __init__(self, policy: Policy | str) -> None:
         from xla_ckpt.policies import resolve  # noqa: PLC0415  (policies re-exports this module)
 
-        object.__setattr__(self, "policy", resolve(policy, where="policies.offload"))
+        inner = resolve(policy, where="policies.offload")
+        if plans(inner):
+            raise TypeError(f"policies.offload: {inner!r} plans a whole region and cannot be wrapped op by op; "
+                            "use it alone")
+        object.__setattr__(self, "policy", inner)
 
     def __call__(self, call: OpCall) -> Decision:
         d = ask(self.policy, call, "policies.offload")

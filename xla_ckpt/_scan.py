@@ -24,6 +24,7 @@ from torch.fx import GraphModule, Node
 from torch.utils._pytree import tree_map
 
 from xla_ckpt._compiled import CompiledOpCall, _mark, _skipped
+from xla_ckpt._plan import plans
 from xla_ckpt._policy import MUST_RETURN, Decision, Policy
 from xla_ckpt.policies import resolve
 
@@ -87,6 +88,9 @@ def partition_fn(policy: Any) -> Any:
     torch_xla caches a traced layer by ``id(partition_fn)``, so the same policy gets the same function.
     """
     pol = resolve(policy, where="scan_layers policy")
+    if plans(pol):
+        raise TypeError(f"xla_ckpt.scan_layers: {pol!r} plans a whole eager region; the scan body is marked op "
+                        "by op, so use a per-op policy here (e.g. dots_with_no_batch_dims_saveable)")
     cached = _PARTITIONS.get(id(pol))
     if cached is not None and cached[0] is pol:
         return cached[1]

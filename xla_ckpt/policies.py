@@ -18,8 +18,10 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from xla_ckpt._budget import memory_budget
 from xla_ckpt._dots import DOT_PACKETS, dot_batch
 from xla_ckpt._offload_policies import offload, save_and_offload_only_these_names
+from xla_ckpt._plan import plans
 from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, ask as _ask, check_names as _check_names, matches, op_matcher
 from xla_ckpt._policy import op_name, resolve_op
 
@@ -38,6 +40,7 @@ __all__ = [
     "all_of",
     "offload",
     "from_torch",
+    "memory_budget",
     "get",
     "names",
     "register",
@@ -201,7 +204,11 @@ class save_anything_except_these_names:  # noqa: N801
 def _check_policies(ps: tuple[Any, ...], where: str) -> tuple[Policy, ...]:
     if not ps:
         raise TypeError(f"{where}: needs at least one policy")
-    return tuple(resolve(p, where=where) for p in ps)
+    out = tuple(resolve(p, where=where) for p in ps)
+    for p in out:
+        if plans(p):
+            raise TypeError(f"{where}: {p!r} plans a whole region and cannot be combined op by op; use it alone")
+    return out
 
 
 @dataclass(frozen=True)
@@ -355,3 +362,4 @@ register("any_of", lambda policies: any_of(*policies))
 register("all_of", lambda policies: all_of(*policies))
 register("offload", lambda policy: offload(policy))
 register("from_torch", lambda fn: from_torch(fn))
+register("memory_budget", lambda fraction: memory_budget(fraction))
