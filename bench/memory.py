@@ -51,6 +51,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (one step of each variant)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant before the rounds")
     p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/)")
+    p.add_argument("--budgets", nargs="*", type=float, default=[0.1, 0.3, 0.5, 0.7, 0.9],
+                   help="memory_budget fractions, each a variant (`budget = f` on every block); none: --budgets")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
     p.add_argument("--plot", help="write a PNG: memory vs step-time ratio, Pareto front highlighted")
@@ -63,8 +65,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
-def _variants(a: argparse.Namespace) -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = [("none", None)]
+def _variants(a: argparse.Namespace) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("none", None)]
     if a.device == "xla":
         out.append(("torch_xla", None))
     out.append(("torch_sac", None))  # crashes on XLA in torch 2.9: recorded as a result
@@ -73,6 +75,8 @@ def _variants(a: argparse.Namespace) -> list[tuple[str, str | None]]:
         name = os.path.splitext(os.path.basename(path))[0]
         if name != "none":
             out.append((f"xla_ckpt:{name}", os.path.abspath(path)))
+    for f in a.budgets:
+        out.append((f"xla_ckpt:budget={f:g}", {"checkpoint": [{"blocks": True, "budget": f}]}))
     return out
 
 
@@ -152,28 +156,41 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Pareto front: no other point is both lower on x and smaller."""
+    front, best = [], float("inf")
+    for x, m, n in sorted(pts):
+        if m < best:
+            front.append((x, m, n))
+            best = m
+    return front
+
+
 def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [(r["time_ratio"], r[key] / 2**20, r["variant"]) for r in results
-           if not r.get("error") and r.get(key) and r.get("time_ratio")]
-    front, best = [], float("inf")
-    for t, m, n in sorted(pts):  # Pareto: no other point is both faster and smaller
-        if m < best:
-            front.append((t, m, n))
-            best = m
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:gray")
-    ax.plot([p[0] for p in front], [p[1] for p in front], "-o", color="tab:red", label="Pareto front")
-    for t, m, n in pts:
-        ax.annotate(n.replace("xla_ckpt:", ""), (t, m), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("step time / no checkpointing (median per-round ratio, interleaved)")
-    ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
-    ax.set_title(title, fontsize=9)
-    ax.legend()
+    ok = [r for r in results if not r.get("error") and r.get(key)]
+    panels = [("recompute_share", "recompute share of the step's FLOPs (%)", 100.0),
+              ("time_ratio", "step time / no checkpointing (median per-round ratio, interleaved)", 1.0)]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, (xkey, xlabel, scale) in zip(axes, panels):
+        pts = [(scale * r.get(xkey, 0.0), r[key] / 2**20, r["variant"]) for r in ok if r.get(xkey) is not None]
+        budget = sorted((p for p in pts if "budget=" in p[2]), key=lambda p: p[1])  # by memory
+        others = [p for p in pts if "budget=" not in p[2]]
+        ax.scatter([p[0] for p in others], [p[1] for p in others], color="tab:gray")
+        front = _front(pts)
+        ax.plot([p[0] for p in front], [p[1] for p in front], "-", color="tab:red", label="Pareto front")
+        if budget:
+            ax.plot([p[0] for p in budget], [p[1] for p in budget], "o--", color="tab:blue", label="memory_budget")
+        for x, m, n in pts:
+            ax.annotate(n.replace("xla_ckpt:", ""), (x, m), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

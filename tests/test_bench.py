@@ -78,10 +78,13 @@ def _check(doc, res, expected):
 
 
 def test_bench_cpu(tmp_path):
-    doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS))
+    doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS), "--budgets", "0.3", "0.7")
     presets = [os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml")]
     expected = {"none", "torch_sac"} | {f"xla_ckpt:{p}" for p in presets if p != "none"}
+    expected |= {"xla_ckpt:budget=0.3", "xla_ckpt:budget=0.7"}
     ok = _check(doc, res, expected)
+    saved = {k: r["saved_bytes"] for k, r in ok.items()}
+    assert saved["xla_ckpt:full"] < saved["xla_ckpt:budget=0.3"] < saved["xla_ckpt:budget=0.7"] < saved["none"]
     assert "torch_sac" in ok  # torch's SAC runs on eager devices
     assert [t["target"] for t in doc["targets"]] == ["CPU step: megatron_selective / torch_sac",
                                                       "CPU step: dots / none"]
@@ -90,7 +93,8 @@ def test_bench_cpu(tmp_path):
 
 def test_bench_hf_architecture_by_name(tmp_path):
     """--model takes any architecture of xla_ckpt.hf_models, built from its default config."""
-    doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"))
+    doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"),
+                      "--budgets")
     assert doc["config"]["model"] == "mistral"
     ok = {k: r for k, r in res.items() if not r.get("error")}
     if "torch_sac" not in ok:
@@ -111,9 +115,10 @@ def test_bench_hf_architecture_by_name(tmp_path):
 @pytest.mark.xla
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
-    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols)
+    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5")
     ok = _check(doc, res, {"none", "torch_xla", "torch_sac", "xla_ckpt:full", "xla_ckpt:dots",
-                           "xla_ckpt:megatron_selective"})
+                           "xla_ckpt:megatron_selective", "xla_ckpt:budget=0.5"})
+    assert ok["xla_ckpt:full"]["saved_bytes"] < ok["xla_ckpt:budget=0.5"]["saved_bytes"] < ok["none"]["saved_bytes"]
     assert "torch_sac" not in ok and "torch" in res["torch_sac"]["error"]  # crashes on XLA: recorded
     assert all(r["compiled_peak_bytes"] > 0 for r in ok.values())
     assert doc["environment"]["torch_xla"]

@@ -301,3 +301,18 @@ def test_under_torch_compile_the_region_runs_unmarked_and_says_how_to_budget():
     with pytest.warns(UserWarning, match=r"activation_memory_budget = 0.3"):
         got = grads_of(fn, [x], params)
     assert_same(ref, got)
+
+
+def test_under_torch_compile_with_torchs_own_budget_set_there_is_nothing_to_say():
+    from xla_ckpt import _compiled
+
+    _compiled._PLANNER_WARNED.clear()
+    blk, x = _block(torch.device("cpu"))
+    params = list(blk.parameters())
+    ref = grads_of(blk, [x], params)
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: xla_ckpt.checkpoint(blk, x, policy=memory_budget(0.5)), backend="aot_eager")
+    with torch._functorch.config.patch(activation_memory_budget=0.5), warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*plans eager regions.*")
+        got = grads_of(fn, [x], params)
+    assert_same(ref, got)

@@ -6,6 +6,7 @@ from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config
 from xla_ckpt._engine import CheckpointError, checkpoint
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
+from xla_ckpt._plan import Cost, Planner, RegionView
 from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._presets import presets
 from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
@@ -31,6 +32,9 @@ __all__ = [
     "Decision",
     "OpCall",
     "Policy",
+    "Planner",
+    "RegionView",
+    "Cost",
     "checkpoint",
     "policies",
     "Linear",
