@@ -4,7 +4,11 @@
     python bench/memory.py --device cuda | cpu
     python bench/memory.py --quick --json out.json --plot out.png
 
-Per variant: bytes autograd keeps (saved_activations), compiled peak (XLA, from --xla_dump_to), device
+Variants: no checkpointing, torch_xla's and torch's own checkpointing, every preset, memory_budget at
+--budgets fractions and offload(p) for --offload policies.
+
+Per variant: bytes autograd keeps on the device (saved_activations; OFFLOAD's host copies apart, as
+host MiB), compiled peak (XLA, from --xla_dump_to), device
 peak (TPU/GPU-XLA: xm.get_memory_info; CUDA: max_memory_allocated), FLOPs of one step and the
 recompute share, first-step time (XLA: compile), and the max abs difference of all parameter grads
 from no checkpointing. Step times come from one more process that times every variant interleaved
@@ -53,6 +57,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/)")
     p.add_argument("--budgets", nargs="*", type=float, default=[0.1, 0.3, 0.5, 0.7, 0.9],
                    help="memory_budget fractions, each a variant (`budget = f` on every block); none: --budgets")
+    p.add_argument("--offload", nargs="*", default=["dots_saveable"],
+                   help="policies whose SAVE becomes OFFLOAD (policies.offload), each a variant; none: --offload")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
     p.add_argument("--plot", help="write a PNG: memory vs step-time ratio, Pareto front highlighted")
@@ -77,6 +83,9 @@ def _variants(a: argparse.Namespace) -> list[tuple[str, Any]]:
             out.append((f"xla_ckpt:{name}", os.path.abspath(path)))
     for f in a.budgets:
         out.append((f"xla_ckpt:budget={f:g}", {"checkpoint": [{"blocks": True, "budget": f}]}))
+    for inner in a.offload:
+        out.append((f"xla_ckpt:offload({inner})",
+                    {"checkpoint": [{"blocks": True, "policy": {"name": "offload", "policy": inner}}]}))
     return out
 
 
@@ -137,7 +146,7 @@ def _num(r: dict[str, Any], key: str, scale: float, width: int, digits: int) -> 
 
 
 def _table(results: list[dict[str, Any]]) -> str:
-    head = (f"{'variant':30s} {'saved MiB':>9s} {'x none':>6s} {'peak MiB':>9s} {'x none':>6s} "
+    head = (f"{'variant':30s} {'saved MiB':>9s} {'x none':>6s} {'host MiB':>9s} {'peak MiB':>9s} {'x none':>6s} "
             f"{'recomp%':>7s} {'step ms':>8s} {'IQR%':>5s} {'x time':>6s} {'trace ms':>8s} {'x trace':>7s} "
             f"{'1st s':>6s} {'grad diff':>9s}")
     lines = [head, "-" * len(head)]
@@ -148,7 +157,8 @@ def _table(results: list[dict[str, Any]]) -> str:
         peak = r.get("compiled_peak_bytes") or r.get("device_peak_bytes")
         peak_ratio = r.get("compiled_peak_ratio") or r.get("device_peak_ratio")
         lines.append(
-            f"{r['variant']:30s} {_mib(r['saved_bytes'])} {r.get('saved_ratio') or 0:6.2f} {_mib(peak)} "
+            f"{r['variant']:30s} {_mib(r['saved_bytes'])} {r.get('saved_ratio') or 0:6.2f} {_mib(r.get('host_bytes'))} "
+            f"{_mib(peak)} "
             f"{peak_ratio or 0:6.2f} {100 * r.get('recompute_share', 0):6.1f}% {_num(r, 'step_s', 1e3, 8, 1)} "
             f"{_num(r, 'step_spread', 100, 5, 0)} {_num(r, 'time_ratio', 1, 6, 2)} {_num(r, 'trace_s', 1e3, 8, 1)} "
             f"{_num(r, 'trace_ratio', 1, 7, 2)} {r['first_step_s']:6.1f} {r.get('grad_max_abs_diff', float('nan')):9.1e}"

@@ -198,6 +198,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             h.remove()
         result["saved_bytes"] = (_sac_bytes(saved, sac_observer.kept, block_inputs) if variant == "torch_sac"
                                  else saved.nbytes)
+        result["host_bytes"] = saved.host_nbytes  # OFFLOAD: kept in host memory, not counted above
         del loss
         block_inputs.clear()
         sac_observer.kept.clear()

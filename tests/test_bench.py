@@ -81,9 +81,13 @@ def test_bench_cpu(tmp_path):
     doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS), "--budgets", "0.3", "0.7")
     presets = [os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml")]
     expected = {"none", "torch_sac"} | {f"xla_ckpt:{p}" for p in presets if p != "none"}
-    expected |= {"xla_ckpt:budget=0.3", "xla_ckpt:budget=0.7"}
+    expected |= {"xla_ckpt:budget=0.3", "xla_ckpt:budget=0.7", "xla_ckpt:offload(dots_saveable)"}
     ok = _check(doc, res, expected)
     saved = {k: r["saved_bytes"] for k, r in ok.items()}
+    # The stand-in host tier: dots' saved matmuls move to host memory, the blocks' inputs stay.
+    moved = ok["xla_ckpt:offload(dots_saveable)"]
+    assert moved["host_bytes"] > 0 and moved["saved_bytes"] + moved["host_bytes"] >= saved["xla_ckpt:dots"]
+    assert moved["saved_bytes"] < saved["xla_ckpt:dots"] and ok["xla_ckpt:dots"]["host_bytes"] == 0
     assert saved["xla_ckpt:full"] < saved["xla_ckpt:budget=0.3"] < saved["xla_ckpt:budget=0.7"] < saved["none"]
     assert "torch_sac" in ok  # torch's SAC runs on eager devices
     assert [t["target"] for t in doc["targets"]] == ["CPU step: megatron_selective / torch_sac",
@@ -94,7 +98,7 @@ def test_bench_cpu(tmp_path):
 def test_bench_hf_architecture_by_name(tmp_path):
     """--model takes any architecture of xla_ckpt.hf_models, built from its default config."""
     doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"),
-                      "--budgets")
+                      "--budgets", "--offload")
     assert doc["config"]["model"] == "mistral"
     ok = {k: r for k, r in res.items() if not r.get("error")}
     if "torch_sac" not in ok:
@@ -115,7 +119,7 @@ def test_bench_hf_architecture_by_name(tmp_path):
 @pytest.mark.xla
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
-    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5")
+    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5", "--offload")
     ok = _check(doc, res, {"none", "torch_xla", "torch_sac", "xla_ckpt:full", "xla_ckpt:dots",
                            "xla_ckpt:megatron_selective", "xla_ckpt:budget=0.5"})
     assert ok["xla_ckpt:full"]["saved_bytes"] < ok["xla_ckpt:budget=0.5"]["saved_bytes"] < ok["none"]["saved_bytes"]
