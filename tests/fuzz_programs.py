@@ -10,6 +10,8 @@ reports an exception instead of raising it.
 
 from __future__ import annotations
 
+import contextlib
+
 import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -194,8 +196,23 @@ class Outcome:
     rng: Any
 
 
-def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False) -> Outcome:
-    """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds."""
+# The library's saved-tensor hooks around the forward, with or without a region: autograd skips its
+# in-place check for hooked tensors, so the hooks must make it (a class of failure found by review).
+HOOKS = ("none", "ledger", "by_reference")
+
+
+def _hooks(kind: str) -> Any:
+    if kind == "ledger":
+        return xla_ckpt.saved_activations()
+    if kind == "by_reference":
+        return xla_ckpt.weights_by_reference()
+    return contextlib.nullcontext()
+
+
+def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
+        hooks: str = "none") -> Outcome:
+    """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
+    its forward inside the ``hooks`` context (``HOOKS``)."""
     gen = torch.Generator().manual_seed(7)
     params = {
         "w": torch.randn(N, N, generator=gen).to(device).requires_grad_(),
@@ -211,7 +228,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
     try:
         a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
-        out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
+        with _hooks(hooks):
+            out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
         outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)), torch.zeros((), device=device))
         if loss.requires_grad:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
-from fuzz_programs import Step, has_state, policy_specs, programs, resolve, run
+from fuzz_programs import HOOKS, Step, has_state, policy_specs, programs, resolve, run
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 # XLA:CPU fuses the checkpointed and the plain graph differently: float32 reductions round differently.
@@ -27,15 +27,22 @@ def fuzz(n: int) -> settings:
                     suppress_health_check=list(HealthCheck), print_blob=True)
 
 
-def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict) -> str:
-    """Compare one program checkpointed under ``spec`` with its plain run; return the outcome kind."""
+def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none") -> str:
+    """Compare one program checkpointed under ``spec`` (its forward inside ``hooks``) with its plain
+    run; return the outcome kind. With hooks, the plain run inside them must equal it too."""
     ref = run(steps, device)
-    got = run(steps, device, resolve(spec))
+    if hooks != "none":
+        _same(ref, run(steps, device, hooks=hooks), device, EXACT if device.type == "cpu" else tol, spec=False)
+    got = run(steps, device, resolve(spec), hooks=hooks)
+    return _same(ref, got, device, tol, spec=True, steps=steps)
+
+
+def _same(ref, got, device, tol, spec: bool, steps=()) -> str:
     if ref.error is not None:
         assert got.error is not None, f"the plain run raised {ref.error!r}; the checkpointed one returned values"
         return "both raised"
     if got.error is not None:
-        assert isinstance(got.error, xla_ckpt.CheckpointError) and has_state(steps), (
+        assert spec and isinstance(got.error, xla_ckpt.CheckpointError) and has_state(steps), (
             f"checkpointing raised where the plain run did not: {got.error!r}"
         )
         return "checkpoint error"
@@ -53,9 +60,9 @@ def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict) -> str
 
 
 @fuzz(200)
-@given(steps=programs(), spec=policy_specs())
-def test_fuzz_cpu(steps, spec):
-    check(steps, spec, torch.device("cpu"), EXACT)
+@given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS))
+def test_fuzz_cpu(steps, spec, hooks):
+    check(steps, spec, torch.device("cpu"), EXACT, hooks)
 
 
 @pytest.mark.xla

@@ -170,3 +170,24 @@ def test_by_reference_holds_no_parameter_sized_tensor():
     out = _saved._unpack(packed)
     assert out.dtype == torch.bfloat16 and out.shape == (D, H)
     torch.testing.assert_close(out, w.detach().to(torch.bfloat16).t())
+
+
+@pytest.mark.parametrize("context", ["saved_activations", "weights_by_reference"])
+def test_hooks_keep_autograds_inplace_check(context):
+    """Autograd skips its version check for tensors that pass through saved-tensor hooks: ours make it,
+    so a saved activation modified in place raises as in plain autograd (it returned a wrong grad)."""
+    lin_a, lin_b = torch.nn.Linear(8, 16), torch.nn.Linear(16, 8)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def forward():
+        h = torch.sigmoid(lin_a(x))  # sigmoid saves its output...
+        h.mul_(2.0)  # ...which is then written in place
+        return lin_b(h)
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as plain:
+        forward().pow(2).sum().backward()
+    with getattr(xla_ckpt, context)():
+        y = forward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*SigmoidBackward0.*version 1"):
+        y.pow(2).sum().backward()
+    assert "version 1" in str(plain.value)

@@ -40,6 +40,31 @@ class _ByReference(Packed):
         return self.source.derive()
 
 
+class _Versioned(Packed):
+    """A tensor saved as itself, with its version: autograd skips its own in-place check for tensors
+    that pass through saved-tensor hooks, so the hook pair must make it (else a silently wrong grad)."""
+
+    __slots__ = ("tensor", "version", "grad_fn")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        # Detached (it shares t's version counter): holding an op's own output with its grad_fn
+        # would be a reference cycle through C++ that Python's GC cannot break.
+        self.tensor = t.detach()
+        self.version = t._version
+        self.grad_fn = type(t.grad_fn).__name__ if t.grad_fn is not None else "a leaf"
+
+    def unpack(self) -> torch.Tensor:
+        t = self.tensor
+        if t._version != self.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{t.dtype}, shape {list(t.shape)}], output of {self.grad_fn}, is at version {t._version}; "
+                f"expected version {self.version} instead (checked by xla_ckpt's saved-tensor hooks, as "
+                "autograd checks it without them). Clone the tensor before modifying it."
+            )
+        return t
+
+
 class _Ledger(Protocol):
     def record(
         self,
@@ -82,7 +107,7 @@ def _pack(t: torch.Tensor) -> Any:
     by_reference = bool(st.by_reference) and source is not None
     for ledger in st.ledgers:
         ledger.record(t, source, by_reference=by_reference)
-    return _ByReference(source) if by_reference else t
+    return _ByReference(source) if by_reference else _Versioned(t)
 
 
 def _unpack(packed: Any) -> torch.Tensor:
