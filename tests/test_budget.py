@@ -316,3 +316,30 @@ def test_under_torch_compile_with_torchs_own_budget_set_there_is_nothing_to_say(
         warnings.filterwarnings("error", message=".*plans eager regions.*")
         got = grads_of(fn, [x], params)
     assert_same(ref, got)
+
+
+def test_a_planner_that_raises_is_named_and_leaves_nothing_behind():
+    class Broken:
+        def __call__(self, call):
+            raise AssertionError
+
+        def plan(self, view):
+            return 1 / 0
+
+        def __repr__(self):
+            return "Broken()"
+
+    blk, x = _block(torch.device("cpu"))
+    with pytest.raises(ZeroDivisionError) as err:
+        xla_ckpt.checkpoint(blk, x, policy=Broken())
+    assert any("planning policy Broken()" in n for n in getattr(err.value, "__notes__", []))
+    params = list(blk.parameters())
+    assert_same(grads_of(blk, [x], params), grads_of(lambda x: xla_ckpt.checkpoint(blk, x, policy="dots_saveable"),
+                                                   [x], params))
+
+
+def test_registry_errors_say_what_a_policy_takes():
+    with pytest.raises(TypeError, match=r"policy 'memory_budget': bad parameters \{'frac': 0.3\}; it takes: fraction"):
+        policies.get("memory_budget", frac=0.3)
+    with pytest.raises(xla_ckpt.ConfigError, match=r"<dict>: checkpoint\[0\]\.policy: .*it takes: fraction"):
+        xla_ckpt.load_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget"}}]})

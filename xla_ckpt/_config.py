@@ -276,7 +276,7 @@ def _locate(path: str) -> str:
                       f"preset name: {names}")
 
 
-def load_config(path: Union[str, os.PathLike[str]]) -> Config:
+def load_config(path: Union[str, os.PathLike[str], Mapping[str, Any]]) -> Config:
     """Load and validate a preset by name, or a config file (``.toml``, ``.yaml``/``.yml``, ``.json``).
 
     A name without a folder (``"megatron_selective"``, ``"full.yaml"``) that is not an existing file
@@ -286,6 +286,8 @@ def load_config(path: Union[str, os.PathLike[str]]) -> Config:
         >>> cfg = xla_ckpt.load_config("megatron_selective")
         >>> cfg = xla_ckpt.load_config("my_configs/llama.toml")
     """
+    if isinstance(path, Mapping):
+        return _Parser("<dict>").config(path)  # the same data as a file's, already read
     given = os.fspath(path)
     path = _locate(given)
     # A preset found by name is named so in plans and errors (its file is inside the install).

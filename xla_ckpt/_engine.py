@@ -310,7 +310,12 @@ class _Region:
         """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
         free = [p for p in positions if p in self.cache]
         view = RegionView(calls, free, set(self.cache), flow, self.inputs, self.packed_keys, prune=not self.on_xla)
-        for p, d in zip(free, check_plan(policy, view, policy.plan(view))):
+        try:
+            decisions = policy.plan(view)
+        except Exception as e:
+            e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(self.fn)}")
+            raise
+        for p, d in zip(free, check_plan(policy, view, decisions)):
             if d is RECOMPUTE:
                 self._demote(p)
             elif d is OFFLOAD:
@@ -473,9 +478,10 @@ class _Region:
         ref, version = self.packed_versions[index]
         t = ref()
         if index in self.dirty or (t is not None and t._version != version):
+            what = f", output of {type(t.grad_fn).__name__}" if t is not None and t.grad_fn is not None else ""
             raise CheckpointError(
                 f"one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation (saved tensor #{index} of the checkpointed function {_name(self.fn)}, modified after "
+                f"operation (saved tensor #{index}{what} of the checkpointed function {_name(self.fn)}, modified after "
                 "autograd saved it). Plain autograd raises the same error here; clone the tensor before "
                 "modifying it, or modify a copy."
             )

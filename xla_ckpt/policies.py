@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -325,8 +326,18 @@ def get(name: str, **params: Any) -> Policy:
     """The policy registered as ``name``, built with ``params``."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown checkpoint policy {name!r}; valid names: {', '.join(names())}")
+    factory = _REGISTRY[name]
     try:
-        return _REGISTRY[name](**params)
+        allowed = list(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        allowed = None
+    if allowed is not None and (set(params) - set(allowed) or any(
+            p.default is inspect.Parameter.empty and k not in params
+            for k, p in inspect.signature(factory).parameters.items())):
+        takes = ", ".join(allowed) if allowed else "no parameters"
+        raise TypeError(f"policy {name!r}: bad parameters {params!r}; it takes: {takes}")
+    try:
+        return factory(**params)
     except TypeError as e:
         raise TypeError(f"policy {name!r}: bad parameters {params!r}: {e}") from None
 
