@@ -36,7 +36,7 @@ from xla_ckpt._params import param_source
 from xla_ckpt._policy import Decision, OpCall, Policy
 from xla_ckpt._forward import ForwardMode, detach_unseen
 from xla_ckpt._liveness import Dataflow
-from xla_ckpt._record import CheckpointError, OpInfo, Record, out_scan, spec_of, stand_in, tensors
+from xla_ckpt._record import LEAF_TYPES, CheckpointError, OpInfo, Record, out_scan, spec_of, stand_in, tensors
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt.policies import resolve
@@ -357,15 +357,23 @@ class _Region:
             self.recomputed.append(d)
             return d
         assert self.early is not None
-        self.early.append(detach_unseen(t, self))
+        # On XLA a detach makes a new functional wrapper (~10 us, ~100 per GPT step): the alias is
+        # made only if fn unpacks this slot during its forward (see unpack). Eager keeps the alias
+        # (``_promote`` may cache it). ``early`` is dropped when the forward ends: no lasting cycle.
+        self.early.append(t if self.on_xla else detach_unseen(t, self))
         # Autograd checks a saved tensor's version at unpack; our slot must do the same (see unpack).
         self.packed_versions.append((weakref.ref(t), t._version))
         key = _xla.buffer_key(t)
-        self.packed_keys.setdefault(key, []).append(self.n_packed)
+        n = self.n_packed
+        slots = self.packed_keys.get(key)
+        if slots is None:
+            self.packed_keys[key] = [n]
+        else:
+            slots.append(n)
         if self.flow is not None:
             self.flow.pack(key)
-        self.n_packed += 1
-        return _Slot(self, self.n_packed - 1)
+        self.n_packed = n + 1
+        return _Slot(self, n)
 
     def capture_grad(self, grad: torch.Tensor) -> None:
         if self.grad is None and grad is not None and grad.numel() > 0:
@@ -398,7 +406,8 @@ class _Region:
                 "modifying it, or modify a copy."
             )
         if self.early is not None:
-            return self.early[index]
+            t = self.early[index]
+            return t.detach() if self.on_xla else t
         if self.recomputed is None or self.recomputed[index] is _USED:
             self._recompute()
         assert self.recomputed is not None
@@ -442,7 +451,10 @@ class _Region:
                     d = d.clone()
             return d
 
-        return tree_map(start, (self.args, self.kwargs))
+        args, kwargs = self.args, self.kwargs
+        if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
+            return tuple([start(a) for a in args]), {k: start(v) for k, v in kwargs.items()}
+        return tree_map(start, (args, kwargs))
 
     def _recompute(self) -> None:
         self._check_inputs()
@@ -484,6 +496,11 @@ class _Region:
         xla = [t for t in tensors_ if _xla.is_xla(t)]
         if xla and _xla.hardware_type(xla[0].device) != "CPU":
             _xla.optimization_barrier_(xla)
+
+
+def _flat(a: Any) -> bool:
+    """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
+    return isinstance(a, (torch.Tensor, _Absent)) or type(a) in LEAF_TYPES
 
 
 def _meta_bytes(spec: Any) -> int:

@@ -94,10 +94,9 @@ class Dataflow:
         """
         pos = len(self.deps)
         producer = self.producer
-        get = producer.get
         keys = tuple([buffer_key(t) for t in reads])
         self.dep_keys.append(keys)
-        self.deps.append(tuple([get(k, EXTERNAL) for k in keys]))
+        self.deps.append(tuple([producer.get(k, EXTERNAL) for k in keys]))
         for t in outs:
             producer[buffer_key(t)] = pos
         if must_run or not outs or not only_tensors:

@@ -19,7 +19,7 @@ from xla_ckpt._policy import Decision
 
 __all__ = [
     "CheckpointError", "OpInfo", "op_info", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
-    "written", "out_meta", "spec_of", "stand_in",
+    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES",
 ]
 
 aten = torch.ops.aten
@@ -30,7 +30,7 @@ class CheckpointError(RuntimeError):
 
 
 # Values that are never containers: the per-op walks below skip them without asking pytree.
-_LEAVES = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+LEAF_TYPES = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
                      torch.memory_format})
 
 
@@ -49,11 +49,13 @@ def _collect(x: Any, out: list[torch.Tensor]) -> None:
         for y in x:
             if isinstance(y, torch.Tensor):
                 out.append(y)
-            elif type(y) not in _LEAVES:
+            elif type(y) not in LEAF_TYPES:
                 _collect(y, out)
     elif isinstance(x, torch.Tensor):
         out.append(x)
-    elif tp not in _LEAVES:  # dicts, namedtuples, torch.Size, registered pytree nodes
+    elif tp is dict:  # keyword arguments: pytree's order (insertion)
+        _collect(tuple(x.values()), out)
+    elif tp not in LEAF_TYPES:  # namedtuples, torch.Size, other registered pytree nodes
         out.extend(t for t in tree_leaves(x) if isinstance(t, torch.Tensor))
 
 

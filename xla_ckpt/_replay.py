@@ -69,7 +69,7 @@ class ReplayMode(TorchDispatchMode):
                 f"recompute ran {func}. {hint(func, rec.module)}"
             )
         sig, reads = arg_scan(args, kwargs)
-        bad = describe_mismatch(rec.sig, sig)
+        bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
