@@ -48,6 +48,31 @@ def test_inplace_right_after_saved_op(policy):
     _assert_same(ref, got)
 
 
+@pytest.mark.parametrize("policy", ALL_POLICIES)
+@pytest.mark.parametrize("reshape", ["unsqueeze_", "t_"])
+def test_inplace_shape_change_replays(policy, reshape, device):
+    """An in-place op that changes its tensor's shape (`x.t_()`): each position is recorded as the
+    replay sees it (arguments before the op, outputs right after it), so no spurious mismatch."""
+    def fn(a, w):
+        x = a * 2
+        getattr(x, reshape)(*([0] if reshape == "unsqueeze_" else []))
+        return torch.sin(x) @ w
+
+    def run(wrap):
+        torch.manual_seed(0)
+        a = torch.randn(3, 4).to(device).requires_grad_()
+        w = torch.randn(3 if reshape == "t_" else 4, 2).to(device).requires_grad_()
+        y = wrap(fn, a, w)
+        y.sum().backward()
+        _sync(device)
+        assert a.grad is not None and w.grad is not None
+        return y.detach().cpu(), a.grad.cpu(), w.grad.cpu()
+
+    ref = run(lambda f, *a: f(*a))
+    got = run(lambda f, *a: xla_ckpt.checkpoint(f, *a, policy=policy))
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
 def test_saved_random_op_keeps_the_stream(device):
     """Case 2: a saved random op still advances the RNG on replay, so later random ops match."""
     def f(t):

@@ -30,17 +30,17 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
+from xla_ckpt._forward import ForwardMode, detach_unseen
 from xla_ckpt._liveness import Dataflow
 from xla_ckpt._plan import RegionView, check_plan, plans
-from xla_ckpt._record import CheckpointError, OpInfo, Record, op_info, out_meta, signature, spec_of, stand_in, tensors, written
+from xla_ckpt._record import LEAF_TYPES, CheckpointError, OpInfo, Record, out_scan, spec_of, stand_in, tensors
 from xla_ckpt._replay import ReplayMode
-from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices, draw_source
+from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt.policies import resolve
 
 __all__ = ["checkpoint", "CheckpointError"]
@@ -86,56 +86,6 @@ class _Used:
 _USED = _Used()
 
 
-class _ForwardMode(TorchDispatchMode):
-    def __init__(self, region: "_Region") -> None:
-        super().__init__()
-        self.region = region
-        # Factory ops (no tensor arguments) reach the mode with it still active, so the mode's own
-        # bookkeeping ops (detach of saved outputs) would come back here: they are not fn's ops.
-        self.busy = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        info = op_info(func)
-        if self.busy:
-            return func(*args, **kwargs)
-        region = self.region
-        if info.skipped:
-            if region.on_xla and func._schema.name == "aten::_propagate_xla_data":
-                region.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
-                return func(*args, **kwargs)
-            out = func(*args, **kwargs)
-            if region.on_xla and region.flow is not None:
-                self.busy = True
-                try:
-                    region.flow.alias(args, out)  # XLA views are new buffers: map them to their base
-                finally:
-                    self.busy = False
-            return out
-        if info.mutable and not region.on_xla:
-            self.busy = True
-            try:
-                region.before_write(written(info, args, kwargs))
-            finally:
-                self.busy = False
-        draw = None
-        if info.random and not region.on_xla:
-            self.busy = True
-            try:
-                draw = _Draw(draw_source(kwargs, args))
-            finally:
-                self.busy = False
-        out = func(*args, **kwargs)
-        self.busy = True
-        try:
-            if draw is not None:
-                draw.done()
-            region.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw)
-        finally:
-            self.busy = False
-        return out
-
-
 class _Region:
     """One checkpointed call: its inputs, decisions, cached outputs and recompute."""
 
@@ -150,7 +100,7 @@ class _Region:
         self.records: list[Record] = []
         self.cache: dict[int, tuple[Any, tuple[tuple[weakref.ref, int], ...]]] = {}
         # The latest op, decided when the next arrives (so a tag on its output can still name it).
-        self.pending: Optional[tuple[OpCall, Policy, OpInfo, tuple, Optional[_Draw]]] = None
+        self.pending: Optional[tuple[OpCall, Policy, OpInfo, tuple, Optional[_Draw], tuple, tuple]] = None
         # What autograd saved, while the forward runs (detached: no cycle through grad_fn): an
         # autograd.grad inside fn unpacks it before any recompute could exist. None after forward.
         self.early: Optional[list[torch.Tensor]] = []
@@ -208,16 +158,17 @@ class _Region:
         if i is not None and i not in self.pristine:
             self.pristine[i] = old  # the value before the write (XLA tensors are immutable underneath)
 
-    def on_op(self, call: OpCall, info: OpInfo, draw: Optional[_Draw]) -> None:
+    def on_op(self, call: OpCall, info: OpInfo, draw: Optional[_Draw], sig: tuple, reads: list[torch.Tensor]) -> None:
+        """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_record.arg_scan``)."""
         self.flush()
-        outs = tensors(call.out)
+        outs, meta, only_tensors = out_scan(call.out)
         if self.flow is not None:
-            self.flow.op(call.args, call.kwargs, call.out, outs, info.mutable)
+            self.flow.op(reads, outs, only_tensors, info.mutable)
         # Versions now, not when decided: an in-place op right after this one must count as a write.
         # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
         # version counter): if one is alive and its version moved, it was written in place.
-        versions = tuple((weakref.ref(t), t._version) for t in outs)
-        self.pending = (call, self.policies[-1], info, versions, draw)
+        versions = tuple([(weakref.ref(t), t._version) for t in outs])
+        self.pending = (call, self.policies[-1], info, versions, draw, sig, meta)
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:
         # By buffer, not object: on XLA the mode sees the tensors under the functionalization
@@ -236,7 +187,7 @@ class _Region:
             self._decide(*pending, written=written)
 
     def _decide(self, call: OpCall, policy: Policy, info: OpInfo, versions: tuple[tuple[weakref.ref, int], ...],
-                draw: Optional[_Draw], written: bool = False) -> None:
+                draw: Optional[_Draw], sig: tuple, meta: tuple, written: bool = False) -> None:
         op = call.op
         planner = False
         if info.mutable or written:
@@ -261,12 +212,14 @@ class _Region:
         if planner:
             self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
         self.records.append(
-            Record(op, info, decision, signature(call.args, call.kwargs), out_meta(call.out), call.module, call.tag,
+            Record(op, info, decision, sig, meta, call.module, call.tag,
                    draw, None if (self.on_xla or decision.keeps) else spec_of(call.out))
         )
         if decision.keeps:  # SAVE, or OFFLOAD (moved to the host tier at the end of forward)
             # Detached aliases: no copy, and no reference cycle through the autograd graph.
-            cached = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, call.out)
+            out = call.out
+            cached = out.detach() if isinstance(out, torch.Tensor) else tree_map(
+                lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
             self.cache[pos] = (cached, versions)
             if not self.on_xla:
                 for t in tensors(cached):
@@ -437,19 +390,27 @@ class _Region:
                     "internal: backward would read the output of an op the liveness analysis skipped. Please "
                     "report this with the function; checkpoint(..., verify=True) runs every op and avoids it."
                 )
-            d = t.detach()
+            d = detach_unseen(t, self)
             self.recomputed.append(d)
             return d
         assert self.early is not None
-        self.early.append(t.detach())
+        # On XLA a detach makes a new functional wrapper (~10 us, ~100 per GPT step): the alias is
+        # made only if fn unpacks this slot during its forward (see unpack). Eager keeps the alias
+        # (``_promote`` may cache it). ``early`` is dropped when the forward ends: no lasting cycle.
+        self.early.append(t if self.on_xla else detach_unseen(t, self))
         # Autograd checks a saved tensor's version at unpack; our slot must do the same (see unpack).
         self.packed_versions.append((weakref.ref(t), t._version))
         key = _xla.buffer_key(t)
-        self.packed_keys.setdefault(key, []).append(self.n_packed)
+        n = self.n_packed
+        slots = self.packed_keys.get(key)
+        if slots is None:
+            self.packed_keys[key] = [n]
+        else:
+            slots.append(n)
         if self.flow is not None:
             self.flow.pack(key)
-        self.n_packed += 1
-        return _Slot(self, self.n_packed - 1)
+        self.n_packed = n + 1
+        return _Slot(self, n)
 
     def capture_grad(self, grad: torch.Tensor) -> None:
         if self.grad is None and grad is not None and grad.numel() > 0:
@@ -486,7 +447,8 @@ class _Region:
                 "modifying it, or modify a copy."
             )
         if self.early is not None:
-            return self.early[index]
+            t = self.early[index]
+            return t.detach() if self.on_xla else t
         if self.recomputed is None or self.recomputed[index] is _USED:
             self._recompute()
         assert self.recomputed is not None
@@ -530,7 +492,10 @@ class _Region:
                     d = d.clone()
             return d
 
-        return tree_map(start, (self.args, self.kwargs))
+        args, kwargs = self.args, self.kwargs
+        if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
+            return tuple([start(a) for a in args]), {k: start(v) for k, v in kwargs.items()}
+        return tree_map(start, (args, kwargs))
 
     def _recompute(self) -> None:
         self._check_inputs()
@@ -573,6 +538,11 @@ class _Region:
         xla = [t for t in tensors_ if _xla.is_xla(t)]
         if xla and _xla.hardware_type(xla[0].device) != "CPU":
             _xla.optimization_barrier_(xla)
+
+
+def _flat(a: Any) -> bool:
+    """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
+    return isinstance(a, (torch.Tensor, _Absent)) or type(a) in LEAF_TYPES
 
 
 def _meta_bytes(spec: Any) -> int:
@@ -646,7 +616,7 @@ def checkpoint(
     try:
         # On XLA, torch_xla lowers einsum below dispatch modes: run its composite so policies see its bmm.
         visible = _xla.einsum_visible() if region.on_xla else contextlib.nullcontext()
-        with _saved.hooks_for(), _modules.tracking(), visible, _ForwardMode(region):
+        with _saved.hooks_for(), _modules.tracking(), visible, ForwardMode(region):
             st.region = region
             try:
                 out = fn(*args, **kwargs)

@@ -72,16 +72,6 @@ def analyse(
     return Liveness(frozenset(live), frozenset(cached), frozenset(inputs))
 
 
-def _arg_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    out = []
-    for a in list(args) + list(kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            out.extend(t for t in a if isinstance(t, torch.Tensor))
-    return out
-
-
 class Dataflow:
     """Records, during a region's forward, which position produced each buffer and what each op read."""
 
@@ -97,26 +87,33 @@ class Dataflow:
         for i, k in enumerate(keys):
             self.producer.setdefault(k, INPUT - i)
 
-    def op(self, args: tuple, kwargs: dict, out: Any, outs: list[torch.Tensor], must_run: bool) -> None:
-        """One position (in order): its arguments' producers, then its outputs become theirs."""
+    def op(self, reads: list[torch.Tensor], outs: list[torch.Tensor], only_tensors: bool, must_run: bool) -> None:
+        """One position (in order): the producers of the tensors it reads, then its outputs become theirs.
+
+        ``only_tensors``: the op returned tensors only (else its results go back to Python: it must run).
+        """
         pos = len(self.deps)
-        get = self.producer.get
-        keys = tuple(buffer_key(t) for t in _arg_tensors(args, kwargs))
+        producer = self.producer
+        keys = tuple([buffer_key(t) for t in reads])
         self.dep_keys.append(keys)
-        self.deps.append(tuple(get(k, EXTERNAL) for k in keys))
+        self.deps.append(tuple([producer.get(k, EXTERNAL) for k in keys]))
         for t in outs:
-            self.producer[buffer_key(t)] = pos
-        if must_run or not outs or not (isinstance(out, torch.Tensor) or (
-                isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out))):
+            producer[buffer_key(t)] = pos
+        if must_run or not outs or not only_tensors:
             self.always.append(pos)  # writes, and ops whose results go back to Python
 
     def alias(self, args: tuple, out: Any) -> None:
         """An XLA view op (its outputs are new buffers): they belong to their base's producer."""
-        src = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        if src is None:
+        for src in args:
+            if isinstance(src, torch.Tensor):
+                break
+        else:
             return
         p = self.producer.get(buffer_key(src))
         if p is not None:
+            if isinstance(out, torch.Tensor):
+                self.producer[buffer_key(out)] = p
+                return
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor):
                     self.producer[buffer_key(t)] = p

@@ -17,7 +17,10 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._policy import Decision
 
-__all__ = ["CheckpointError", "OpInfo", "op_info", "signature", "describe_mismatch", "Record", "tensors", "written", "out_meta", "spec_of", "stand_in"]
+__all__ = [
+    "CheckpointError", "OpInfo", "op_info", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
+    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES",
+]
 
 aten = torch.ops.aten
 
@@ -26,8 +29,34 @@ class CheckpointError(RuntimeError):
     """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
 
 
+# Values that are never containers: the per-op walks below skip them without asking pytree.
+LEAF_TYPES = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                     torch.memory_format})
+
+
 def tensors(tree: Any) -> list[torch.Tensor]:
-    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+    """The tensors in ``tree``, in pytree order (plain tuples and lists walked here: the per-op case)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    out: list[torch.Tensor] = []
+    _collect(tree, out)
+    return out
+
+
+def _collect(x: Any, out: list[torch.Tensor]) -> None:
+    tp = type(x)
+    if tp is tuple or tp is list:
+        for y in x:
+            if isinstance(y, torch.Tensor):
+                out.append(y)
+            elif type(y) not in LEAF_TYPES:
+                _collect(y, out)
+    elif isinstance(x, torch.Tensor):
+        out.append(x)
+    elif tp is dict:  # keyword arguments: pytree's order (insertion)
+        _collect(tuple(x.values()), out)
+    elif tp not in LEAF_TYPES:  # namedtuples, torch.Size, other registered pytree nodes
+        out.extend(t for t in tree_leaves(x) if isinstance(t, torch.Tensor))
 
 
 # Functionalization turns views into *_copy ops on XLA: they are views for our purposes.
@@ -53,6 +82,7 @@ class OpInfo:
     mutable: bool  # writes to one of its arguments: always replayed
     random: bool  # draws from a generator: the replay must advance it exactly as forward did
     writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to
+    propagate: bool = False  # torch_xla's _propagate_xla_data (an in-place op's trace on XLA)
 
 
 _INFO: dict[Any, OpInfo] = {}
@@ -62,12 +92,8 @@ def op_info(op: Any) -> OpInfo:
     info = _INFO.get(op)
     if info is None:
         packet = op.overloadpacket
-        skipped = (
-            packet in _IGNORED
-            or op.is_view
-            or packet in _VIEW_COPIES
-            or op._schema.name == "aten::_propagate_xla_data"
-        )
+        propagate = op._schema.name == "aten::_propagate_xla_data"
+        skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate
         writes = tuple(
             (a.name if a.kwarg_only else i)
             for i, a in enumerate(op._schema.arguments)
@@ -78,6 +104,7 @@ def op_info(op: Any) -> OpInfo:
             mutable=op._schema.is_mutable,
             random=torch.Tag.nondeterministic_seeded in op.tags,
             writes=writes,
+            propagate=propagate,
         )
     return info
 
@@ -91,12 +118,23 @@ def written(info: OpInfo, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return out
 
 
-def _sig(a: Any) -> Any:
+def _sig(a: Any, found: list[torch.Tensor]) -> Any:
     if isinstance(a, torch.Tensor):
+        found.append(a)
         return (a.shape, a.dtype)
     if isinstance(a, (list, tuple)):
-        return tuple(_sig(x) for x in a)
+        return tuple([_sig(x, found) for x in a])
     return a
+
+
+def arg_scan(args: tuple, kwargs: dict) -> tuple[tuple, list[torch.Tensor]]:
+    """One pass over an op's arguments: its :func:`signature` and its tensor arguments, in order.
+
+    Forward and replay take it before the op runs (an in-place op may change its arguments' shapes).
+    """
+    found: list[torch.Tensor] = []
+    pos = tuple([_sig(a, found) for a in args])
+    return (pos, tuple([(k, _sig(v, found)) for k, v in kwargs.items()]) if kwargs else ()), found
 
 
 def signature(args: tuple, kwargs: dict) -> tuple:
@@ -106,7 +144,7 @@ def signature(args: tuple, kwargs: dict) -> tuple:
     dtypes and flags are, so a scale or a size picked by Python-side state (a counter, ``random``)
     that differs on recompute is caught here.
     """
-    return (tuple(_sig(a) for a in args), tuple((k, _sig(v)) for k, v in kwargs.items()) if kwargs else ())
+    return arg_scan(args, kwargs)[0]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -159,10 +197,23 @@ def stand_in(spec: Any) -> Any:
 
 
 def out_meta(out: Any) -> tuple:
-    return tuple((t.shape, t.dtype) for t in tensors(out))
+    """Shapes and dtypes of an op's tensor outputs (what the replay's outputs must match)."""
+    if isinstance(out, torch.Tensor):
+        return ((out.shape, out.dtype),)
+    return tuple([(t.shape, t.dtype) for t in tensors(out)])
 
 
-@dataclass
+def out_scan(out: Any) -> tuple[list[torch.Tensor], tuple, bool]:
+    """One pass over an op's outputs: the tensors, their :func:`out_meta`, and whether ``out`` is only
+    tensors (one tensor, or a tuple/list of tensors: what :func:`spec_of` and a stand-in can rebuild)."""
+    if isinstance(out, torch.Tensor):
+        return [out], ((out.shape, out.dtype),), True
+    outs = tensors(out)
+    only = isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out)
+    return outs, tuple([(t.shape, t.dtype) for t in outs]), only
+
+
+@dataclass(slots=True)
 class Record:
     """What forward ran at one position (no tensors: metadata only)."""
 

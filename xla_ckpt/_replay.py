@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 
 from xla_ckpt._hf import recompute_mismatch_hint
 from xla_ckpt._policy import Decision
-from xla_ckpt._record import CheckpointError, Record, describe_mismatch, op_info, out_meta, signature, stand_in, tensors
+from xla_ckpt._record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
 from xla_ckpt._xla import buffer_key
 from xla_ckpt._replay_state import Fence
 
@@ -51,7 +51,8 @@ class ReplayMode(TorchDispatchMode):
         self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
+        if kwargs is None:
+            kwargs = {}
         if self.busy or op_info(func).skipped:
             return func(*args, **kwargs)
         region, pos = self.region, self.pos
@@ -67,7 +68,8 @@ class ReplayMode(TorchDispatchMode):
                 f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
                 f"recompute ran {func}. {hint(func, rec.module)}"
             )
-        bad = describe_mismatch(rec.sig, signature(args, kwargs))
+        sig, reads = arg_scan(args, kwargs)
+        bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
@@ -78,12 +80,13 @@ class ReplayMode(TorchDispatchMode):
         if not rec.live and not self.verify:
             # Nothing backward needs comes from this op: a stand-in, never read (checked below).
             out = stand_in(rec.spec)
-            self.stand_ins.extend(tensors(out))
-            for t in tensors(out):
+            made = tensors(out)
+            self.stand_ins.extend(made)
+            for t in made:
                 self.garbage.add(buffer_key(t))
             return out
         if self.garbage:
-            for t in tensors((args, kwargs)):
+            for t in reads:
                 if buffer_key(t) in self.garbage:
                     raise CheckpointError(
                         f"internal: {func} (module '{rec.module}', op #{pos}) reads the output of an op the "
@@ -105,9 +108,12 @@ class ReplayMode(TorchDispatchMode):
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached
+        fence = self.fence
         self.busy = True
         try:
-            return tree_map(lambda t: self.fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+            if isinstance(cached, torch.Tensor):
+                return fence.apply(cached)
+            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
         finally:
             self.busy = False
 

@@ -72,10 +72,21 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     Eager: views share their base's storage, so the key is the storage's address.
     Neither forces a graph execution or a device-to-host copy.
     """
-    if is_xla(t):
-        return ("xla", int(_xlac()._xla_get_tensor_id(t)))
+    if t.is_xla:
+        return ("xla", _tensor_id()(t))
     storage = t.untyped_storage()
-    return (t.device.type, t.device.index, storage.data_ptr(), storage.nbytes())
+    return (t.device, storage.data_ptr(), storage.nbytes())
+
+
+_TENSOR_ID: Any = None
+
+
+def _tensor_id() -> Any:
+    # Called per op (buffer_key is on the engine's hot path): look the function up once.
+    global _TENSOR_ID
+    if _TENSOR_ID is None:
+        _TENSOR_ID = _xlac()._xla_get_tensor_id
+    return _TENSOR_ID
 
 
 def buffer_nbytes(t: torch.Tensor) -> int:
