@@ -101,8 +101,9 @@ class _Region:
         self.cache: dict[int, tuple[Any, tuple[tuple[weakref.ref, int], ...]]] = {}
         # The latest op, decided when the next arrives (so a tag on its output can still name it).
         self.pending: Optional[tuple[OpCall, Policy, OpInfo, tuple, Optional[_Draw], tuple, tuple]] = None
-        # What autograd saved, while the forward runs (detached: no cycle through grad_fn): an
-        # autograd.grad inside fn unpacks it before any recompute could exist. None after forward.
+        # What autograd saved, while the forward runs (eager: detached aliases; XLA: the tensors, see
+        # pack): an autograd.grad inside fn unpacks it before any recompute could exist. None after
+        # forward, so the cycle region -> tensor -> grad_fn -> slot -> region never outlives it.
         self.early: Optional[list[torch.Tensor]] = []
         self.n_packed = 0
         self.recomputed: Optional[list[Any]] = None
