@@ -75,7 +75,7 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
 
     def plan(self, view: RegionView) -> list[Decision]:
         """One Decision per ``view.free`` position (see the module docstring for the search)."""
-        key = _structure(view)
+        key = view.structure()
         hit = self._plans.get(key)
         if hit is None:
             saved = search(view, self.fraction)
@@ -84,15 +84,6 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
                 self._plans.clear()
             self._plans[key] = hit
         return list(hit)
-
-
-def _structure(view: RegionView) -> Hashable:
-    """What the plan depends on: each op with its output sizes, the dataflow, the free positions."""
-    ops = tuple(
-        (c.op, tuple(n for _, n in outs)) if c is not None else None for c, outs in zip(view.calls, view._outs)
-    )
-    return (ops, tuple(view._deps), tuple(view._packed), tuple(view._always), view.free, view._fixed,
-            tuple(e[1] if e is not None else None for e in view._inputs))
 
 
 def budget_bytes(fraction: float, baseline: int) -> int:

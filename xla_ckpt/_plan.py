@@ -131,6 +131,14 @@ class RegionView:
                 nbytes += entry[1]
         return Cost(nbytes, units, flops), lv
 
+    def structure(self) -> Any:
+        """What a plan can depend on (hashable): each op with its output sizes, the dataflow, the free
+        positions; equal for identical blocks, so a planner may reuse its answer."""
+        ops = tuple((c.op, tuple(n for _, n in outs)) if c is not None else None
+                    for c, outs in zip(self.calls, self._outs))
+        return (ops, tuple(self._deps), tuple(self._packed), tuple(self._always), self.free, self._fixed,
+                tuple(e[1] if e is not None else None for e in self._inputs))
+
     @property
     def baseline(self) -> Cost:
         """Every free op saved: what the region keeps without checkpointing (nothing recomputed)."""
