@@ -21,6 +21,7 @@ __all__ = [
     "annotate",
     "current_node_meta",
     "object_by_id",
+    "deref",
 ]
 
 
@@ -30,6 +31,21 @@ def _version(v: str) -> tuple[int, int]:
 
 
 TORCH_VERSION: tuple[int, int] = _version(torch.__version__)
+
+
+def deref(ref: Any) -> Any:
+    """The tensor behind a weak reference, or None; safe to hold while C++ drops its own references.
+
+    A tensor whose Python object was kept alive by C++ (autograd's graph) and is then reached through
+    a weakref must be handed back to Python (``_fix_weakref``), or freeing the C++ side deallocates it
+    under our reference ("Deallocating Tensor that still has live PyObject references").
+    """
+    t = ref()
+    if t is not None:
+        fix = getattr(t, "_fix_weakref", None)
+        if fix is not None:
+            fix()
+    return t
 
 
 def is_compiling() -> bool:

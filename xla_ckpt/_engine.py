@@ -33,6 +33,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
+from xla_ckpt._external import Watch, owner_module, watch_outside
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 from xla_ckpt._forward import ForwardMode, detach_unseen
@@ -126,6 +127,7 @@ class _Region:
         self.flow: Optional[Dataflow] = Dataflow(self.inputs)  # until the end of forward
         self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
         self.host: Optional[_offload.Link] = None  # the OFFLOAD entries moved to the host tier (_offload)
+        self.outside = Watch()  # outside tensors backward reads: versions, the replay's reads (_external)
         # Planning policies (``_plan``): every OpCall until the end of forward, and per planner the
         # positions it decides (provisionally saved until then).
         self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
@@ -246,7 +248,8 @@ class _Region:
         assert flow is not None and early is not None
         for policy, positions in planned.values():
             self._plan(policy, positions, calls or [], flow)
-        self._keep_only_live(flow, early)
+        live = self._keep_only_live(flow, early)
+        self.outside = watch_outside(flow, live, self.records, early, owner_module(self.fn), self.on_xla)
         self.host = _offload.move_out(self, outputs)
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
@@ -280,10 +283,13 @@ class _Region:
         cached, _ = self.cache.pop(pos)
         self.records[pos] = replace(self.records[pos], decision=RECOMPUTE, spec=None if self.on_xla else spec_of(cached))
 
-    def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> None:
-        """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs."""
+    def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
+        """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs.
+
+        Returns the positions the replay runs (None: all of them).
+        """
         if self.verify:
-            return  # verify recomputes every position from real inputs
+            return None  # verify recomputes every position from real inputs
         saved = set(self.cache)
         lv = flow.analyse(saved)
         if not self.on_xla:
@@ -297,7 +303,7 @@ class _Region:
         if not self.on_xla:
             self._prune_outputs(flow.read_keys(lv, self.packed_keys))
         if flow.shared_inputs:
-            return
+            return lv.live
         for i, t in enumerate(self.inputs):
             if i not in lv.inputs and i not in self.absent:
                 self.absent[i] = (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
@@ -309,6 +315,7 @@ class _Region:
             for i in self.absent:
                 self.inputs[i] = None
                 self.pristine.pop(i, None)
+        return lv.live
 
     def _promote(self, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
         """Keep an op's output instead of what recomputing it needs, where that keeps fewer bytes.
@@ -391,7 +398,9 @@ class _Region:
                     "internal: backward would read the output of an op the liveness analysis skipped. Please "
                     "report this with the function; checkpoint(..., verify=True) runs every op and avoids it."
                 )
-            d = detach_unseen(t, self)
+            d = self.outside.kept.get(len(self.recomputed))  # an outside tensor: the forward's, as autograd
+            if d is None:
+                d = detach_unseen(t, self)
             self.recomputed.append(d)
             return d
         assert self.early is not None
@@ -438,7 +447,7 @@ class _Region:
         if self.early is None:
             self._check_inputs()  # the more specific message first: a region input changed after forward
         ref, version = self.packed_versions[index]
-        t = ref()
+        t = _compat.deref(ref)
         if index in self.dirty or (t is not None and t._version != version):
             what = f", output of {type(t.grad_fn).__name__}" if t is not None and t.grad_fn is not None else ""
             raise CheckpointError(
@@ -500,6 +509,7 @@ class _Region:
 
     def _recompute(self) -> None:
         self._check_inputs()
+        self.outside.check(_name(self.fn))
         _offload.prefetch(self.host)  # this region's host copies, and the next region's in backward order
         fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
         args, kwargs = self._replay_inputs(fence)
@@ -524,6 +534,7 @@ class _Region:
             raise
         finally:
             self.replaying = None
+        self.outside.refresh()  # fn's own writes in the replay (running statistics) are not the caller's
         if replay.pos != len(self.records) or len(self.recomputed) != self.n_packed:
             n = len(self.recomputed)
             self.recomputed = None
@@ -553,7 +564,7 @@ def _meta_bytes(spec: Any) -> int:
 
 def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:
     for ref, v in versions:
-        t = ref()
+        t = _compat.deref(ref)
         if t is not None and t._version != v:
             return True
     return False

@@ -80,7 +80,13 @@ class Dataflow:
         self.deps: list[tuple[int, ...]] = []
         self.dep_keys: list[tuple[Any, ...]] = []  # per position, the buffers it read
         self.packed: list[int] = []
+        self.packed_keys: list[Any] = []  # buffer of each packed tensor (outside ones: see ``_external``)
         self.always: list[int] = []
+        # Tensors from outside the region (parameters, closures), the first object seen per buffer,
+        # and on XLA the base buffer of each view of one (a view is a new buffer there): ``_external``.
+        self.outside: dict[Any, torch.Tensor] = {}
+        self.outside_at: dict[int, list[tuple[int, Any, torch.Tensor]]] = {}  # per position: (argument, buffer, tensor)
+        self.outside_base: dict[Any, Any] = {}
         keys = [buffer_key(t) for t in inputs]
         # Inputs that share a buffer are read through each other: keep them together (never dropped).
         self.shared_inputs = len(set(keys)) != len(keys)
@@ -96,7 +102,16 @@ class Dataflow:
         producer = self.producer
         keys = tuple([buffer_key(t) for t in reads])
         self.dep_keys.append(keys)
-        self.deps.append(tuple([producer.get(k, EXTERNAL) for k in keys]))
+        deps = tuple([producer.get(k, EXTERNAL) for k in keys])
+        self.deps.append(deps)
+        if EXTERNAL in deps:
+            outside = self.outside
+            at = self.outside_at[pos] = []
+            for i, (k, d, t) in enumerate(zip(keys, deps, reads)):
+                if d == EXTERNAL:
+                    at.append((i, k, t))
+                    if k not in outside:
+                        outside[k] = t
         for t in outs:
             producer[buffer_key(t)] = pos
         if must_run or not outs or not only_tensors:
@@ -109,17 +124,24 @@ class Dataflow:
                 break
         else:
             return
-        p = self.producer.get(buffer_key(src))
-        if p is not None:
-            if isinstance(out, torch.Tensor):
-                self.producer[buffer_key(out)] = p
-                return
+        base = buffer_key(src)
+        p = self.producer.get(base)
+        if p is None:  # a view of an outside tensor (a parameter's t_copy): remember its base buffer
+            base = self.outside_base.get(base, base)
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor):
-                    self.producer[buffer_key(t)] = p
+                    self.outside_base[buffer_key(t)] = base
+            return
+        if isinstance(out, torch.Tensor):
+            self.producer[buffer_key(out)] = p
+            return
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.producer[buffer_key(t)] = p
 
     def pack(self, key: Any) -> None:
         self.packed.append(self.producer.get(key, EXTERNAL))
+        self.packed_keys.append(key)
 
     def analyse(self, saved: set[int]) -> Liveness:
         return analyse(self.deps, saved, self.packed, self.always)

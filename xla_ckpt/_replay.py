@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from xla_ckpt._external import check_read
 from xla_ckpt._hf import recompute_mismatch_hint
 from xla_ckpt._policy import Decision
 from xla_ckpt._record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
@@ -85,6 +86,10 @@ class ReplayMode(TorchDispatchMode):
             for t in made:
                 self.garbage.add(buffer_key(t))
             return out
+        outside = region.outside.reads.get(pos) if region.outside.reads else None
+        if outside is not None:
+            for i, key, forward in outside:
+                check_read(reads[i], key, forward, func, rec.module, pos)
         if self.garbage:
             for t in reads:
                 if buffer_key(t) in self.garbage:
