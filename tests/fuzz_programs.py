@@ -3,9 +3,10 @@
 A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
 engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
 fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
-tags, Python-side state read by fn, tuple/dict outputs, keyword arguments, inputs without grad and
-a frozen parameter. ``run`` executes one program, returns everything the comparison needs, and
-reports an exception instead of raising it.
+tags, Python-side state read by fn (a scale, a tensor constant built from it), tuple/dict outputs,
+keyword arguments, inputs without grad and a frozen parameter. ``run`` executes one program (its
+forward inside the library's saved-tensor hooks, a parameter or input modified after it, as drawn),
+returns everything the comparison needs, and reports an exception instead of raising it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
     ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 3), ("inplace_last", 0, 4), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
+    ("state_index", 1, 1),
 ]
+STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 KINDS = [m[0] for m in MENU]
 
 
@@ -46,7 +49,7 @@ class Step:
 
 @st.composite
 def programs(draw: Callable[..., Any], allow_state: bool = True) -> tuple[Step, ...]:
-    kinds = [m for m in MENU if allow_state or m[0] != "counter"]
+    kinds = [m for m in MENU if allow_state or m[0] not in STATEFUL]
     steps = []
     for _ in range(draw(st.integers(2, 9))):
         kind, arity, variants = draw(st.sampled_from(kinds))
@@ -174,6 +177,11 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = x[0] + 0.5 * x[1]
             elif k == "counter":
                 y = x[0] * counter.next()
+            elif k == "state_index":
+                # A tensor constant built afresh from Python state: only its values tell the calls apart.
+                r = int(4 * counter.next()) % N
+                idx = torch.tensor(INDEX[r:] + INDEX[:r], device=x[0].device)
+                y = x[0].index_select(0, idx)
             else:  # pragma: no cover
                 raise AssertionError(k)
             pool.append(y)
@@ -209,10 +217,16 @@ def _hooks(kind: str) -> Any:
     return contextlib.nullcontext()
 
 
+# A tensor the caller modifies in place between forward and backward (None: none). Plain autograd
+# raises if it saved that tensor; the recompute must not silently read the new value (a class of
+# failure found by review: parameters read by recomputed ops were not checked).
+AFTER = (None, "w", "bias", "ln", "frozen", "a", "b")
+
+
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
-        hooks: str = "none") -> Outcome:
+        hooks: str = "none", after: Optional[str] = None) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
-    its forward inside the ``hooks`` context (``HOOKS``)."""
+    its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place."""
     gen = torch.Generator().manual_seed(7)
     params = {
         "w": torch.randn(N, N, generator=gen).to(device).requires_grad_(),
@@ -230,6 +244,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
         a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
         with _hooks(hooks):
             out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
+        if after is not None:
+            with torch.no_grad():
+                {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
         outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)), torch.zeros((), device=device))
         if loss.requires_grad:
@@ -242,7 +259,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:
-    return any(s.kind == "counter" for s in steps)
+    return any(s.kind in STATEFUL for s in steps)
 
 
 def _seed(device: torch.device) -> None:
