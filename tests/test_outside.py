@@ -155,3 +155,16 @@ def test_a_norm_writing_its_own_running_statistics_is_not_an_error(device):
     ref = grads_of(bn, [x], list(bn.parameters()))
     got = grads_of(lambda t: xla_ckpt.checkpoint(bn, t, policy="nothing_saveable"), [x], list(bn.parameters()))
     assert_same(ref, got, **(XLA_TOL if device.type == "xla" else {}))
+
+
+def test_modules_wrapped_by_apply_name_their_parameters(device):
+    """``apply`` checkpoints ``partial(type(m).forward, m)``: the parameters are still the module's."""
+    model = nn.Sequential(Block()).to(device)
+    xla_ckpt.apply(model, {"checkpoint": [{"match": ["0"], "policy": "nothing_saveable"}]})
+    x = torch.randn(4, 8).to(device).requires_grad_()
+    y = model(x)
+    with torch.no_grad():
+        model[0].lin.bias.add_(1.0)
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"parameter 'lin\.bias'.*checkpointed function 'Block\.forward'"):
+        y.sum().backward()
+        _sync(device)

@@ -571,6 +571,8 @@ def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:
 
 
 def _name(fn: Any) -> str:
+    if isinstance(fn, functools.partial):  # the wrappers' partial(type(m).forward, m)
+        fn = fn.func
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     return f"'{name}'"
 

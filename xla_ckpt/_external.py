@@ -20,6 +20,7 @@ checkpointed module (a closure tensor that is no module's is not checked there).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
@@ -46,7 +47,12 @@ class Outside:
 
 
 def owner_module(fn: Any) -> Optional[nn.Module]:
-    """The module a checkpointed callable belongs to (a module, or a bound method of one)."""
+    """The module a checkpointed callable belongs to: a module, a bound method of one, or
+    ``partial(type(m).forward, m)`` as the wrappers call it."""
+    if isinstance(fn, functools.partial):
+        if fn.args and isinstance(fn.args[0], nn.Module):
+            return fn.args[0]
+        fn = fn.func
     if isinstance(fn, nn.Module):
         return fn
     owner = getattr(fn, "__self__", None)
