@@ -433,3 +433,29 @@ def test_compiled_peak_gpt_blocks(xla_device, tmp_path):
     assert r["dots_with_no_batch_dims_saveable"]["peak"] <= 0.75 * none, r
     for ours in ("nothing_saveable", "dots_with_no_batch_dims_saveable"):
         assert r[ours]["peak"] < r["torch_xla"]["peak"], r
+
+
+def test_einsum_is_swapped_only_inside_regions_and_always_put_back(xla_device):
+    """On XLA a region runs torch.einsum as its composite (a policy sees the bmm); outside, and after
+    an exception, torch.einsum is torch's own again."""
+    original = torch.einsum
+    seen = []
+
+    def fn(a, b):
+        seen.append(torch.einsum is original)
+        return torch.einsum("bij,bjk->bik", a, b).sin()
+
+    a = torch.randn(2, 3, 4).to(xla_device).requires_grad_()
+    b = torch.randn(2, 4, 5).to(xla_device)
+    with OpCounter() as ops:
+        xla_ckpt.checkpoint(fn, a, b, policy="dots_saveable").sum().backward()
+    # The forward (and the general replay, where it runs fn again) saw the composite's bmm.
+    assert seen and not any(seen) and ops.count(aten.bmm) >= 1
+    assert torch.einsum is original and torch.functional.einsum is original
+
+    def bad(a, b):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        xla_ckpt.checkpoint(bad, a, b)
+    assert torch.einsum is original and torch.functional.einsum is original

@@ -6,13 +6,15 @@ so that ``import xla_ckpt`` and every eager feature work on machines without tor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
 import os
 import re
+import threading
 from types import ModuleType
-from typing import Any, Hashable, Optional
+from typing import Any, Hashable, Iterator, Optional
 
 import torch
 
@@ -184,30 +186,48 @@ def compiled_peaks(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
 # a TorchDispatchMode sees no op at all, so a policy cannot save the matmul. Its composite (the
 # CompositeImplicitAutograd kernel every other backend runs) goes through permute / view / bmm, which a
 # dispatch mode sees.
-_EINSUM_FUNCS = frozenset({torch.einsum, torch.functional.einsum})
+_ORIGINAL_EINSUM = torch.functional.einsum
+_einsum_lock = threading.Lock()
+_einsum_users = 0
 
 
-class _VisibleEinsum(torch.overrides.TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if func in _EINSUM_FUNCS and args and isinstance(args[0], str) and not kwargs:
-            operands = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
-            # Two operands only: a longer chain's contraction order is torch's (opt_einsum) choice.
-            if len(operands) == 2 and all(isinstance(t, torch.Tensor) for t in operands) and any(
-                is_xla(t) for t in operands
-            ):
-                return torch.ops.aten.einsum.default.decompose(args[0], operands)
-        return func(*args, **kwargs)
+def _visible_einsum(*args: Any, **kwargs: Any) -> Any:
+    """``torch.einsum`` while a region runs: two XLA operands go through the composite (see above)."""
+    if args and isinstance(args[0], str) and not kwargs:
+        operands = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+        # Two operands only: a longer chain's contraction order is torch's (opt_einsum) choice.
+        if len(operands) == 2 and all(isinstance(t, torch.Tensor) for t in operands) and any(
+            is_xla(t) for t in operands
+        ):
+            return torch.ops.aten.einsum.default.decompose(args[0], operands)
+    return _ORIGINAL_EINSUM(*args, **kwargs)
 
 
-def einsum_visible() -> torch.overrides.TorchFunctionMode:
+@contextlib.contextmanager
+def einsum_visible() -> Iterator[None]:
     """Inside the block, ``torch.einsum`` of two XLA tensors runs as its composite (bmm and views).
 
     A checkpoint region enters it in forward and in replay so that a policy sees einsum's matmul on
     XLA as it does on CPU (a ``bmm``; its batch size classifies it). Same values, same gradients.
+    ``torch.einsum`` is swapped for the block's duration and put back after, reference counted over
+    threads (another thread's einsum meanwhile also runs the composite: same values). A
+    TorchFunctionMode did this before, at the price of a Python call for every torch function of
+    the region: about a seventh of a GPT block's host trace. A reference taken before the block
+    (``from torch import einsum``) runs torch_xla's fused einsum, which no dispatch mode sees.
 
     Example:
         >>> with _xla.einsum_visible():
         ...     y = torch.einsum("ij,jk->ik", a, b)   # aten.bmm under a dispatch mode, on XLA too
     """
-    return _VisibleEinsum()
+    global _einsum_users
+    with _einsum_lock:
+        if _einsum_users == 0:
+            torch.einsum = torch.functional.einsum = _visible_einsum
+        _einsum_users += 1
+    try:
+        yield
+    finally:
+        with _einsum_lock:
+            _einsum_users -= 1
+            if _einsum_users == 0:
+                torch.einsum = torch.functional.einsum = _ORIGINAL_EINSUM
