@@ -72,10 +72,17 @@ def test_fuzz_cpu(steps, spec, hooks, after):
 
 
 @pytest.mark.xla
-@fuzz(25)
-@given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER))
-def test_fuzz_xla(xla_device, steps, spec, after):
-    check(steps, spec, xla_device, XLA_TOL, after=after)
+@fuzz(40)
+@given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans())
+def test_fuzz_xla(xla_device, steps, spec, after, direct):
+    """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
+    from xla_ckpt import _engine
+
+    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
+    try:
+        check(steps, spec, xla_device, XLA_TOL, after=after)
+    finally:
+        _engine.DIRECT[0] = previous
 
 
 @fuzz(60)

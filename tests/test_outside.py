@@ -122,8 +122,23 @@ def _replaced(device: torch.device, value: float) -> tuple[torch.Tensor, torch.T
 
 
 def test_a_replaced_outside_tensor_is_an_error_not_a_new_value(device):
+    """Eager replays fn, which reads the new tensor: an error. XLA replays the recorded program
+    (``_direct``), which reads the forward's tensor as autograd would: the plain gradient."""
+    if device.type == "xla":
+        plain, got = _replaced(device, 2.0)
+        torch.testing.assert_close(got, plain, **XLA_TOL)
+        return
     with pytest.raises(xla_ckpt.CheckpointError, match=r"aten\.add.*values differ from the forward's"):
         _replaced(device, 2.0)
+
+
+@pytest.mark.xla
+def test_the_general_replay_on_xla_also_refuses_a_replaced_tensor(xla_device, monkeypatch):
+    from xla_ckpt import _engine
+
+    monkeypatch.setattr(_engine, "DIRECT", [False])
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"aten\.add.*values differ from the forward's"):
+        _replaced(xla_device, 2.0)
 
 
 def test_an_outside_tensor_replaced_by_equal_values_is_accepted(device):

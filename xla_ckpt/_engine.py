@@ -33,6 +33,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
+from xla_ckpt._direct import Program, Recorder
 from xla_ckpt._external import Watch, owner_module, watch_outside
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
@@ -47,6 +48,9 @@ from xla_ckpt.policies import resolve
 __all__ = ["checkpoint", "CheckpointError"]
 
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
+# XLA regions replay their recorded program where they can (``_direct``); tests switch it off to
+# exercise the general replay on XLA too.
+DIRECT = [True]
 
 
 class _Slot(_saved.Packed):
@@ -128,6 +132,10 @@ class _Region:
         self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
         self.host: Optional[_offload.Link] = None  # the OFFLOAD entries moved to the host tier (_offload)
         self.outside = Watch()  # outside tensors backward reads: versions, the replay's reads (_external)
+        # XLA: the forward's ops, recorded until the end of forward, and the program replayed in
+        # place of fn when it can be (``_direct``); None: the general replay runs fn again.
+        self.recorder: Optional[Recorder] = Recorder() if (self.on_xla and not verify and DIRECT[0]) else None
+        self.program: Optional[Program] = None
         # Planning policies (``_plan``): every OpCall until the end of forward, and per planner the
         # positions it decides (provisionally saved until then).
         self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
@@ -171,6 +179,8 @@ class _Region:
         # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
         # version counter): if one is alive and its version moved, it was written in place.
         versions = tuple([(weakref.ref(t), t._version) for t in outs])
+        if self.recorder is not None:
+            self.recorder.calls.append(call)
         self.pending = (call, self.policies[-1], info, versions, draw, sig, meta)
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:
@@ -250,6 +260,9 @@ class _Region:
             self._plan(policy, positions, calls or [], flow)
         live = self._keep_only_live(flow, early)
         self.outside = watch_outside(flow, live, self.records, early, owner_module(self.fn), self.on_xla)
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            self.program = recorder.build(self, flow.packed_keys, flow.dep_keys, self.outside.kept)
         self.host = _offload.move_out(self, outputs)
         for ledger in _saved.state.ledgers:
             for t in self.inputs:
@@ -372,6 +385,7 @@ class _Region:
     def abandon(self) -> None:
         """fn raised: drop what the region holds (nothing it made outlives the call)."""
         self.early = None
+        self.recorder = None
         self.cache.clear()
         self.pending = None
         self.calls, self.planned = None, {}
@@ -457,6 +471,8 @@ class _Region:
                 "modifying it, or modify a copy."
             )
         if self.early is not None:
+            if self.recorder is not None:
+                self.recorder.refuse("fn unpacks a saved tensor during its forward (autograd.grad inside fn)")
             t = self.early[index]
             return t.detach() if self.on_xla else t
         if self.recomputed is None or self.recomputed[index] is _USED:
@@ -512,6 +528,13 @@ class _Region:
         self.outside.check(_name(self.fn))
         _offload.prefetch(self.host)  # this region's host copies, and the next region's in backward order
         fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
+        if self.program is not None:
+            with contextlib.ExitStack() as stack:
+                for device_type, _, _ in self.autocast:  # the recorded ops are autocast's outputs already
+                    stack.enter_context(torch.autocast(device_type, enabled=False))
+                self.recomputed = self.program.run(self, fence, self._barrier)
+            self.outside.refresh()
+            return
         args, kwargs = self._replay_inputs(fence)
         if fence is not None:
             self._barrier(tensors((args, kwargs)) + [fence.zero])

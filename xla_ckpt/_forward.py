@@ -73,10 +73,14 @@ class ForwardMode(TorchDispatchMode):
             if region.on_xla:
                 if info.propagate:
                     region.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
+                    if region.recorder is not None:
+                        region.recorder.refuse("fn writes in place")
                     return func(*args, **kwargs)
                 out = func(*args, **kwargs)
                 if region.flow is not None:
                     region.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+                if region.recorder is not None:
+                    region.recorder.view(func, args, kwargs, out)
                 return out
             return func(*args, **kwargs)
         # Before the op: an in-place op may change its arguments' shapes (x.unsqueeze_(0)), and the
