@@ -23,6 +23,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--no-bias", action="store_true")
     p.add_argument("--gpt", action="store_true", help="GPT blocks (attention + MLP), input (batch, seq=h, d)")
+    p.add_argument("--general-replay", action="store_true", help="run fn again in backward (no recorded program)")
     a = p.parse_args()
     os.environ["PJRT_DEVICE"] = "CPU"
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={a.dump} --xla_dump_hlo_as_text"
@@ -31,7 +32,9 @@ def main() -> None:
     from torch import nn
 
     import xla_ckpt
+    from xla_ckpt import _engine
 
+    _engine.DIRECT[0] = not a.general_replay
     dev = torch_xla.device()
     torch.manual_seed(0)
     if a.gpt:
