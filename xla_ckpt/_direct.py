@@ -2,8 +2,8 @@
 
 The general replay (``_replay.py``) runs ``fn`` a second time under a dispatch mode and checks each
 op against the forward. On XLA that second trace is most of a region's backward host time: ``fn``'s
-Python (modules, hooks), one trip through the Python mode per op, and a fenced copy of every saved
-output whether or not a recomputed op reads it. On a TPU the host trace often *is* the step time.
+Python (modules, hooks) and one trip through the Python mode per op, dead ones included. On a TPU
+the host trace often *is* the step time.
 
 Below functionalization every op XLA runs is functional (views are ``*_copy`` ops, in-place writes
 are new values), and random ops are always saved there. So the forward's ops, with their tensor
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
+
 from xla_ckpt._record import LEAF_TYPES, tensors
 from xla_ckpt._xla import buffer_key
 
@@ -105,8 +106,9 @@ class Program:
                 out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
                 for j, t in enumerate(tensors(out)):
                     env[step.ref + (j,)] = t
-        # A value both saved for backward and recomputed from: the fenced one for both (as the general
-        # replay hands it out), or backward keeps the unfenced buffer alive beside its fenced copy.
+        # Inputs and cached outputs go to backward fenced (``starts``), as the general replay hands
+        # them out: unfenced, XLA may schedule backward's uses of them before the gradient exists,
+        # and a value also recomputed from would stay alive beside its fenced copy.
         return [arg(ref) for ref in self.slots]
 
 
