@@ -12,8 +12,9 @@ returns everything the comparison needs, and reports an exception instead of rai
 from __future__ import annotations
 
 import contextlib
-
+import dataclasses
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -223,10 +224,43 @@ def _hooks(kind: str) -> Any:
 AFTER = (None, "w", "bias", "ln", "frozen", "a", "b")
 
 
+class _ReplayingThread:
+    """Another thread replaying a checkpointed dropout region over and over while the program runs.
+
+    Each replay sets the process-wide CPU generator to the forward's state, draws and restores it; it
+    must never change the program's random numbers (or its own). A class of failure found in CI: two
+    threads' replays interleaved and one op drew the other's numbers without the check noticing.
+    """
+
+    def __init__(self) -> None:
+        x = torch.randn(6, 6, requires_grad=True)
+        self.y = xla_ckpt.checkpoint(lambda t: F.dropout(t.sin(), 0.5, training=True).cos(), x,
+                                     policy="nothing_saveable")
+        self.x, self.grads, self.stop = x, [], threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.grads.append(torch.autograd.grad(self.y.sum(), self.x, retain_graph=True)[0])
+            except xla_ckpt.CheckpointError:  # the program's own plain draws may land in a replay's window
+                pass
+
+    def __enter__(self) -> "_ReplayingThread":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+        assert all(torch.equal(g, self.grads[0]) for g in self.grads), "the replaying thread's grads changed"
+
+
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
-        hooks: str = "none", after: Optional[str] = None) -> Outcome:
+        hooks: str = "none", after: Optional[str] = None, thread: bool = False) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
-    its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place."""
+    its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
+    with ``thread``, another thread replays a random region all the while (``_ReplayingThread``)."""
     gen = torch.Generator().manual_seed(7)
     params = {
         "w": torch.randn(N, N, generator=gen).to(device).requires_grad_(),
@@ -238,7 +272,16 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     b = torch.randn(N, N, generator=gen).to(device)
     cot = torch.randn(3, N, N, generator=gen).to(device)
     fn = _body(steps, params, _Counter())
+    other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
     _seed(device)
+    with other:
+        outcome = _run(fn, params, a_leaf, b, cot, device, policy, verify, hooks, after)
+    return outcome if outcome.error is not None else dataclasses.replace(outcome, rng=_rng(device))
+
+
+def _run(fn: Callable[..., Any], params: dict[str, torch.Tensor], a_leaf: torch.Tensor, b: torch.Tensor,
+         cot: torch.Tensor, device: torch.device, policy: Any, verify: bool, hooks: str,
+         after: Optional[str]) -> Outcome:
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
     try:
         a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
@@ -255,7 +298,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     except RuntimeError as e:  # CheckpointError is a RuntimeError
         return Outcome(e, [], names, None)
     values = [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
-    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
+    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, None)
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:

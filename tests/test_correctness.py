@@ -271,21 +271,73 @@ def test_another_threads_draw_between_random_ops_stays_exact():
 def test_draw_interleaved_inside_an_op_is_an_error():
     """If another draw lands *inside* one random op's window, the op's stream cannot be reproduced:
     the replay says so (``Draw`` is what the engine records per random op)."""
+    from contextlib import nullcontext
+
     from xla_ckpt._replay_state import Draw
 
-    d = Draw(torch.device("cpu"))
-    torch.rand(3)  # the op
-    torch.rand(2)  # another thread's draw, inside the op's window
-    d.done()
+    def op_and_another_draw():
+        torch.rand(3)  # the op
+        torch.rand(2)  # another thread's draw, inside the op's window
+
+    d, _ = Draw.record(torch.device("cpu"), op_and_another_draw, nullcontext)
     _, matched = d.replay(lambda: torch.rand(3))
     assert not matched
-    d = Draw(torch.device("cpu"))
-    first = torch.rand(3)
-    d.done()
+    d, first = Draw.record(torch.device("cpu"), lambda: torch.rand(3), nullcontext)
     torch.rand(7)  # the caller keeps drawing: the replay restores the op's state, then the caller's
     before = torch.get_rng_state()
     again, matched = d.replay(lambda: torch.rand(3))
     assert matched and torch.equal(first, again) and torch.equal(torch.get_rng_state(), before)
+
+
+def test_two_threads_replays_never_interleave(monkeypatch):
+    """Case 6: a replayed random op sets the process-wide state, runs, checks and restores it; another
+    thread's replay inside that window could restore a state equal to this op's forward "after" and
+    fool the check (a wrong mask, silently: seen in CI under torch 2.13). The window is exclusive:
+    here thread A pauses inside it and invites thread B's whole backward in; B must wait for A."""
+    from xla_ckpt import _replay_state
+
+    events: list[str] = []
+    inside, b_done = threading.Event(), threading.Event()
+    real_set = _replay_state._set
+    paused = []
+
+    def set_and_pause(source, state):
+        real_set(source, state)
+        if threading.current_thread().name == "A" and not paused:
+            paused.append(True)
+            inside.set()
+            b_done.wait(1.0)  # B gets a second to run its replay inside A's window (if it can)
+            events.append("A window ends")
+
+    def fn(t):
+        return F.dropout(t.sin(), 0.5, training=True).cos()
+
+    xs = {k: torch.randn(6, 6, requires_grad=True) for k in "AB"}
+    refs, grads = {}, {}
+    for k in "AB":  # forwards in this thread; the reference uses the forward's own mask
+        state = torch.get_rng_state()
+        ref_x = xs[k].detach().clone().requires_grad_()
+        refs[k] = torch.autograd.grad(fn(ref_x).sum(), ref_x)[0]
+        torch.set_rng_state(state)
+        xs[k].y = xla_ckpt.checkpoint(fn, xs[k], policy="nothing_saveable")
+    monkeypatch.setattr(_replay_state, "_set", set_and_pause)
+
+    def backward(k):
+        if k == "B":
+            inside.wait(10)
+        grads[k] = torch.autograd.grad(xs[k].y.sum(), xs[k])[0]
+        if k == "B":
+            events.append("B done")
+            b_done.set()
+
+    threads = [threading.Thread(target=backward, args=(k,), name=k) for k in "AB"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert events == ["A window ends", "B done"]
+    for k in "AB":
+        torch.testing.assert_close(grads[k], refs[k])
 
 
 def test_explicit_generator_is_replayed_exactly():

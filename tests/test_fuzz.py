@@ -28,15 +28,16 @@ def fuzz(n: int) -> settings:
 
 
 def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none",
-          after=None) -> str:
+          after=None, thread: bool = False) -> str:
     """Compare one program checkpointed under ``spec`` (its forward inside ``hooks``, ``after``
-    modified in place after it) with its plain run; return the outcome kind. With hooks, the plain
-    run inside them must equal it too."""
+    modified in place after it, another thread replaying a random region all the while if
+    ``thread``) with its plain run; return the outcome kind. With hooks, the plain run inside them
+    must equal it too."""
     ref = run(steps, device, after=after)
     if hooks != "none":
         _same(ref, run(steps, device, hooks=hooks, after=after), device, EXACT if device.type == "cpu" else tol,
               spec=False)
-    got = run(steps, device, resolve(spec), hooks=hooks, after=after)
+    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread)
     return _same(ref, got, device, tol, spec=True, steps=steps, after=after)
 
 
@@ -66,9 +67,10 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
 
 
 @fuzz(200)
-@given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER))
-def test_fuzz_cpu(steps, spec, hooks, after):
-    check(steps, spec, torch.device("cpu"), EXACT, hooks, after)
+@given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
+       thread=st.booleans())
+def test_fuzz_cpu(steps, spec, hooks, after, thread):
+    check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread)
 
 
 @pytest.mark.xla

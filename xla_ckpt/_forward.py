@@ -8,7 +8,8 @@ which records the position and decides the previous one. Nothing here is per-reg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -62,6 +63,15 @@ class ForwardMode(TorchDispatchMode):
         # bookkeeping ops (detach of saved outputs) would come back here: they are not fn's ops.
         self.busy = False
 
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Ops run here are the mode's own bookkeeping, not ``fn``'s."""
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if kwargs is None:
             kwargs = {}
@@ -94,16 +104,11 @@ class ForwardMode(TorchDispatchMode):
                 self.busy = False
         draw = None
         if info.random and not region.on_xla:
-            self.busy = True
-            try:
-                draw = Draw(draw_source(kwargs, args))
-            finally:
-                self.busy = False
-        out = func(*args, **kwargs)
+            draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
+        else:
+            out = func(*args, **kwargs)
         self.busy = True
         try:
-            if draw is not None:
-                draw.done()
             region.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw, sig, reads)
         finally:
             self.busy = False

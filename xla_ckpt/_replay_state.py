@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import torch
@@ -9,6 +10,14 @@ import torch
 from xla_ckpt import _xla
 
 __all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices"]
+
+# Held around every forward random op (state before, the op, state after) and every replayed one
+# (set, run, check, restore). Without it two threads' replays interleave: thread B sets its state,
+# thread A's op draws from it, B restores a state that equals A's forward "after", and A's check
+# passes with B's numbers: a silently wrong mask (seen in CI on torch 2.13, 1 in ~3000 steps under
+# load). Other code's plain draws cannot fool the check (they only advance the stream); only our
+# restores could. Reentrant: a random op may dispatch to another one inside.
+_LOCK = threading.RLock()
 
 
 def devices(tensors: list[torch.Tensor]) -> list[torch.device]:
@@ -27,23 +36,37 @@ class Draw:
 
     __slots__ = ("source", "before", "after")
 
-    def __init__(self, source: "torch.Generator | torch.device") -> None:
+    def __init__(self, source: "torch.Generator | torch.device", before: Any, after: Any) -> None:
         self.source = source
-        self.before = _get(source)
-        self.after: Any = None
+        self.before = before
+        self.after = after
 
-    def done(self) -> None:
-        self.after = _get(self.source)
+    @classmethod
+    def record(cls, source: "torch.Generator | torch.device", run: Callable[[], Any],
+               quiet: Callable[[], Any]) -> tuple["Draw", Any]:
+        """Run the forward's op ``run()``; return its draw and its result.
+
+        ``quiet`` is a context manager under which reading the generator's state is not fn's op
+        (the forward mode's own bookkeeping).
+        """
+        with _LOCK:
+            with quiet():
+                before = _get(source)
+            out = run()
+            with quiet():
+                after = _get(source)
+        return cls(source, before, after), out
 
     def replay(self, run: Callable[[], Any]) -> tuple[Any, bool]:
         """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
-        now = _get(self.source)
-        _set(self.source, self.before)
-        try:
-            out = run()
-            matched = _same(_get(self.source), self.after)
-        finally:
-            _set(self.source, now)
+        with _LOCK:
+            now = _get(self.source)
+            _set(self.source, self.before)
+            try:
+                out = run()
+                matched = _same(_get(self.source), self.after)
+            finally:
+                _set(self.source, now)
         return out, matched
 
 
