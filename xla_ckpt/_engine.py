@@ -4,9 +4,10 @@ Forward (``_ForwardMode``): ``fn`` runs under a dispatch mode; each ATen op beco
 the policy decides on and a ``Record`` of what the replay must reproduce (``_record.py``). SAVE
 outputs are cached (detached aliases); OFFLOAD outputs too, then moved to a host tier at the end of
 forward (``_offload.py``); everything autograd saves inside the region is packed as a
-slot handle instead of a tensor. Backward: the first unpack of a slot re-runs ``fn`` under the
-replay mode (``_replay.py``), which hands out cached outputs at SAVE positions and recomputes and
-checks the rest.
+slot handle instead of a tensor. At the end of forward the region keeps only what backward can
+read (``_retain.py``). Backward: the first unpack of a slot recomputes (``_recompute.py``): the
+recorded ATen program on XLA (``_direct.py``), else ``fn`` again under the replay mode
+(``_replay.py``), which hands out cached outputs at SAVE positions and recomputes and checks the rest.
 
 What the region protects, so that a gradient is exact or a ``CheckpointError`` (never silently wrong):
 - a saved output modified in place later (inside fn: the op is demoted to recompute; after the
@@ -23,26 +24,25 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 from __future__ import annotations
 
 import contextlib
-import math
 import functools
 import weakref
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_map
 
-from xla_ckpt import _compat, _compiled, _modules, _offload, _saved, _xla
+from xla_ckpt import _compat, _compiled, _modules, _offload, _recompute, _retain, _saved, _xla
 from xla_ckpt._direct import Program, Recorder
 from xla_ckpt._external import Watch, owner_module, watch_outside
 from xla_ckpt._params import param_source
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
 from xla_ckpt._forward import ForwardMode, detach_unseen
 from xla_ckpt._liveness import Dataflow
-from xla_ckpt._plan import RegionView, check_plan, plans
-from xla_ckpt._record import LEAF_TYPES, CheckpointError, OpInfo, Record, out_scan, spec_of, stand_in, tensors
+from xla_ckpt._plan import plans
+from xla_ckpt._record import CheckpointError, OpInfo, Record, fn_name as _name, out_scan, spec_of, stand_in, tensors
 from xla_ckpt._replay import ReplayMode
-from xla_ckpt._replay_state import Draw as _Draw, Fence as _Fence, autocast_state as _autocast_state, devices as _devices
+from xla_ckpt._replay_state import Draw as _Draw, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt.policies import resolve
 
 __all__ = ["checkpoint", "CheckpointError"]
@@ -64,24 +64,6 @@ class _Slot(_saved.Packed):
 
     def unpack(self) -> torch.Tensor:
         return self.region.unpack(self.index)
-
-
-class _Absent:
-    """Stands in the region's arguments for an input backward never reads (the region drops it)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-
-class _Pruned:
-    """A cached output nothing reads: a stand-in of its shape is handed out in its place."""
-
-    __slots__ = ("spec",)
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
 
 
 class _Used:
@@ -257,7 +239,7 @@ class _Region:
             return
         assert flow is not None and early is not None
         for policy, positions in planned.values():
-            self._plan(policy, positions, calls or [], flow)
+            _retain.plan(self, policy, positions, calls or [], flow)
         live = self._keep_only_live(flow, early)
         self.outside = watch_outside(flow, live, self.records, early, owner_module(self.fn), self.on_xla)
         recorder, self.recorder = self.recorder, None
@@ -276,111 +258,9 @@ class _Region:
                     ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
                                   tag=rec.tag, offloaded=host)
 
-    def _plan(self, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
-        """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
-        free = [p for p in positions if p in self.cache]
-        view = RegionView(calls, free, set(self.cache), flow, self.inputs, self.packed_keys, prune=not self.on_xla)
-        try:
-            decisions = policy.plan(view)
-        except Exception as e:
-            e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(self.fn)}")
-            raise
-        for p, d in zip(free, check_plan(policy, view, decisions)):
-            if d is RECOMPUTE:
-                self._demote(p)
-            elif d is OFFLOAD:
-                self.records[p] = replace(self.records[p], decision=OFFLOAD)  # moved by _offload.move_out
-
-    def _demote(self, pos: int) -> None:
-        """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins)."""
-        cached, _ = self.cache.pop(pos)
-        self.records[pos] = replace(self.records[pos], decision=RECOMPUTE, spec=None if self.on_xla else spec_of(cached))
-
     def _keep_only_live(self, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
-        """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs.
-
-        Returns the positions the replay runs (None: all of them).
-        """
-        if self.verify:
-            return None  # verify recomputes every position from real inputs
-        saved = set(self.cache)
-        lv = flow.analyse(saved)
-        if not self.on_xla:
-            lv = self._promote(flow, early, saved, lv)
-        for pos in list(self.cache):
-            if pos not in lv.cached:
-                self._demote(pos)
-        for pos, rec in enumerate(self.records):
-            if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
-                self.records[pos] = replace(rec, live=False)
-        if not self.on_xla:
-            self._prune_outputs(flow.read_keys(lv, self.packed_keys))
-        if flow.shared_inputs:
-            return lv.live
-        for i, t in enumerate(self.inputs):
-            if i not in lv.inputs and i not in self.absent:
-                self.absent[i] = (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
-        if self.absent:
-            gone = {id(self.inputs[i]): i for i in self.absent}
-            self.args, self.kwargs = tree_map(
-                lambda a: _Absent(gone[id(a)]) if isinstance(a, torch.Tensor) and id(a) in gone else a,
-                (self.args, self.kwargs))
-            for i in self.absent:
-                self.inputs[i] = None
-                self.pristine.pop(i, None)
-        return lv.live
-
-    def _promote(self, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
-        """Keep an op's output instead of what recomputing it needs, where that keeps fewer bytes.
-
-        A recomputed op whose whole output autograd saved (held until the end of forward) can be
-        kept as it is: ``x + lora(x)`` recomputed from two saved matmuls keeps two tensors where its
-        own output is one. Accepted only when the region then keeps fewer bytes; it also recomputes less.
-        """
-        candidates: dict[int, int] = {}
-        for j, p in enumerate(flow.packed):
-            rec = self.records[p] if p >= 0 else None
-            if rec is None or p not in lv.live or p in candidates or j in self.dirty or rec.info.mutable:
-                continue
-            if rec.spec is None or not isinstance(rec.spec[0], torch.Size):
-                continue  # single-tensor outputs only
-            t = early[j]
-            if (t.shape, t.stride(), t.dtype) == rec.spec[:3] and t.storage_offset() == 0:
-                candidates[p] = j
-        if not candidates:
-            return lv
-        best = self._kept_bytes(lv)
-        for p, j in sorted(candidates.items()):
-            trial = flow.analyse(saved | {p})
-            size = self._kept_bytes(trial)
-            if size < best:
-                saved.add(p)
-                best, lv = size, trial
-                self.cache[p] = (early[j], (self.packed_versions[j],))
-                self.records[p] = replace(self.records[p], decision=SAVE)
-        return lv
-
-    def _kept_bytes(self, lv: Any) -> int:
-        total = 0
-        for p in lv.cached:
-            total += sum(_xla.shape_nbytes(t) for t in tensors(self.cache[p][0])) if p in self.cache else _meta_bytes(
-                self.records[p].spec)
-        for i in lv.inputs:
-            t = self.inputs[i]
-            total += _xla.shape_nbytes(t) if t is not None else 0
-        return total
-
-    def _prune_outputs(self, read: set[Any]) -> None:
-        """A cached multi-output op keeps only the outputs something reads (layer norm's statistics...)."""
-        for pos, (cached, versions) in list(self.cache.items()):
-            if isinstance(cached, torch.Tensor) or not isinstance(cached, (tuple, list)):
-                continue
-            pruned = tuple(
-                _Pruned(spec_of(t)) if isinstance(t, torch.Tensor) and _xla.buffer_key(t) not in read else t
-                for t in cached
-            )
-            if any(isinstance(t, _Pruned) for t in pruned):
-                self.cache[pos] = (pruned, versions)
+        """Drop what backward cannot read; return the positions the replay runs (see ``_retain``)."""
+        return _retain.keep_only_live(self, flow, early)
 
     def abandon(self) -> None:
         """fn raised: drop what the region holds (nothing it made outlives the call)."""
@@ -453,8 +333,8 @@ class _Region:
             )
         if isinstance(cached, _offload.Offloaded):
             cached = cached.fetch()  # back from the host tier (waits for its prefetch)
-        if isinstance(cached, tuple) and any(isinstance(t, _Pruned) for t in cached):
-            return tuple(stand_in(t.spec) if isinstance(t, _Pruned) else t for t in cached)
+        if isinstance(cached, tuple) and any(isinstance(t, _retain.Pruned) for t in cached):
+            return tuple(stand_in(t.spec) if isinstance(t, _retain.Pruned) else t for t in cached)
         return cached
 
     def unpack(self, index: int) -> torch.Tensor:
@@ -482,6 +362,9 @@ class _Region:
         self.recomputed[index] = _USED
         return t
 
+    def _recompute(self) -> None:
+        _recompute.recompute(self)
+
     def _check_inputs(self) -> None:
         for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
             if t is not None and t._version != v:
@@ -492,123 +375,12 @@ class _Region:
                     "modifying it (autograd raises the same error for tensors it saves)."
                 )
 
-    def _replay_inputs(self, fence: Optional[_Fence]) -> tuple[tuple, dict]:
-        index = {id(t): i for i, t in enumerate(self.inputs) if t is not None}
-
-        def start(t: Any) -> Any:
-            if isinstance(t, _Absent):
-                shape, stride, dtype, device, requires_grad = self.absent[t.index]
-                # Backward reads nothing of this input: a stand-in of its shape (the replay checks).
-                return torch.empty_strided(shape, stride, dtype=dtype, device=device).requires_grad_(requires_grad)
-            if not isinstance(t, torch.Tensor):
-                return t
-            i = index.get(id(t))
-            written = i is not None and i in self.pristine
-            base = self.pristine[i] if written else t
-            if written and self.on_xla and not torch._is_functional_tensor(base):
-                base = torch._to_functional_tensor(base)
-            d = base.detach()
-            if fence is not None and _xla.is_xla(d):
-                d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
-            d = d.detach().requires_grad_(t.requires_grad)
-            if written:
-                # fn writes to this input: replay on a fresh copy of its value before the first write
-                # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).
-                with torch.enable_grad():
-                    d = d.clone()
-            return d
-
-        args, kwargs = self.args, self.kwargs
-        if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
-            return tuple([start(a) for a in args]), {k: start(v) for k, v in kwargs.items()}
-        return tree_map(start, (args, kwargs))
-
-    def _recompute(self) -> None:
-        self._check_inputs()
-        self.outside.check(_name(self.fn))
-        _offload.prefetch(self.host)  # this region's host copies, and the next region's in backward order
-        fence = _Fence(self.grad) if (self.on_xla and self.grad is not None) else None
-        if self.program is not None:
-            with contextlib.ExitStack() as stack:
-                for device_type, _, _ in self.autocast:  # the recorded ops are autocast's outputs already
-                    stack.enter_context(torch.autocast(device_type, enabled=False))
-                self.recomputed = self.program.run(self, fence, self._barrier)
-            self.outside.refresh()
-            return
-        args, kwargs = self._replay_inputs(fence)
-        if fence is not None:
-            self._barrier(tensors((args, kwargs)) + [fence.zero])
-        self.recomputed = []
-        replay = ReplayMode(self, fence, self.verify)
-        self.replaying = replay
-        try:
-            with contextlib.ExitStack() as stack:
-                for device_type, enabled, dtype in self.autocast:
-                    stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
-                stack.enter_context(torch.enable_grad())
-                stack.enter_context(_saved.hooks_for())
-                stack.enter_context(_recomputing(self))
-                if self.on_xla:
-                    stack.enter_context(_xla.einsum_visible())
-                stack.enter_context(replay)
-                self.fn(*args, **kwargs)
-        except BaseException:
-            self.recomputed = None
-            raise
-        finally:
-            self.replaying = None
-        self.outside.refresh()  # fn's own writes in the replay (running statistics) are not the caller's
-        if replay.pos != len(self.records) or len(self.recomputed) != self.n_packed:
-            n = len(self.recomputed)
-            self.recomputed = None
-            raise CheckpointError(
-                f"recomputation ran {replay.pos} ops and saved {n} tensors; the forward ran "
-                f"{len(self.records)} ops and saved {self.n_packed}. The checkpointed function must run the "
-                "same ops on recompute."
-            )
-
-    @staticmethod
-    def _barrier(tensors_: list[torch.Tensor]) -> None:
-        # Where the compiler honours it (TPU/GPU), the barrier also pins the recompute after the gradient.
-        xla = [t for t in tensors_ if _xla.is_xla(t)]
-        if xla and _xla.hardware_type(xla[0].device) != "CPU":
-            _xla.optimization_barrier_(xla)
-
-
-def _flat(a: Any) -> bool:
-    """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
-    return isinstance(a, (torch.Tensor, _Absent)) or type(a) in LEAF_TYPES
-
-
-def _meta_bytes(spec: Any) -> int:
-    shape, _, dtype, _ = spec
-    return math.prod(shape) * dtype.itemsize
-
-
 def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:
     for ref, v in versions:
         t = _compat.deref(ref)
         if t is not None and t._version != v:
             return True
     return False
-
-
-def _name(fn: Any) -> str:
-    if isinstance(fn, functools.partial):  # the wrappers' partial(type(m).forward, m)
-        fn = fn.func
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
-    return f"'{name}'"
-
-
-@contextlib.contextmanager
-def _recomputing(region: _Region) -> Iterator[None]:
-    st = _saved.state
-    previous = st.recompute
-    st.recompute = region
-    try:
-        yield
-    finally:
-        st.recompute = previous
 
 
 def checkpoint(

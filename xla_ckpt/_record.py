@@ -8,6 +8,7 @@ check each position and fail loudly instead of computing a different gradient.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -19,7 +20,7 @@ from xla_ckpt._policy import Decision
 
 __all__ = [
     "CheckpointError", "OpInfo", "op_info", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
-    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES",
+    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES", "fn_name",
 ]
 
 aten = torch.ops.aten
@@ -27,6 +28,14 @@ aten = torch.ops.aten
 
 class CheckpointError(RuntimeError):
     """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
+
+
+def fn_name(fn: Any) -> str:
+    """The checkpointed function's name for messages, quoted (``'Block.forward'``)."""
+    if isinstance(fn, functools.partial):  # the wrappers' partial(type(m).forward, m)
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"'{name}'"
 
 
 # Values that are never containers: the per-op walks below skip them without asking pytree.

@@ -1,0 +1,128 @@
+"""Backward of a region: recompute what autograd saved, from the recorded program or by running fn again.
+
+The first unpack of a slot (``_Region.unpack``) calls ``recompute``. On XLA, a region whose forward
+was recorded (``_direct``) replays that ATen program; otherwise ``fn`` runs again under the replay
+mode (``_replay``), from the region's inputs (a copy taken before fn's first write to one, a
+stand-in for an input backward never reads), with the forward's autocast state. On XLA every value
+the recompute starts from is fenced on the incoming gradient (``_replay_state.Fence``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+import torch
+from torch.utils._pytree import tree_map
+
+from xla_ckpt import _offload, _saved, _xla
+from xla_ckpt._record import LEAF_TYPES, CheckpointError, fn_name as _name, tensors
+from xla_ckpt._replay import ReplayMode
+from xla_ckpt._replay_state import Fence
+from xla_ckpt._retain import Absent
+
+if TYPE_CHECKING:
+    from xla_ckpt._engine import _Region
+
+__all__ = ["recompute"]
+
+
+def _replay_inputs(region: "_Region", fence: Optional[Fence]) -> tuple[tuple, dict]:
+    index = {id(t): i for i, t in enumerate(region.inputs) if t is not None}
+
+    def start(t: Any) -> Any:
+        if isinstance(t, Absent):
+            shape, stride, dtype, device, requires_grad = region.absent[t.index]
+            # Backward reads nothing of this input: a stand-in of its shape (the replay checks).
+            return torch.empty_strided(shape, stride, dtype=dtype, device=device).requires_grad_(requires_grad)
+        if not isinstance(t, torch.Tensor):
+            return t
+        i = index.get(id(t))
+        written = i is not None and i in region.pristine
+        base = region.pristine[i] if written else t
+        if written and region.on_xla and not torch._is_functional_tensor(base):
+            base = torch._to_functional_tensor(base)
+        d = base.detach()
+        if fence is not None and _xla.is_xla(d):
+            d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
+        d = d.detach().requires_grad_(t.requires_grad)
+        if written:
+            # fn writes to this input: replay on a fresh copy of its value before the first write
+            # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).
+            with torch.enable_grad():
+                d = d.clone()
+        return d
+
+    args, kwargs = region.args, region.kwargs
+    if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
+        return tuple([start(a) for a in args]), {k: start(v) for k, v in kwargs.items()}
+    return tree_map(start, (args, kwargs))
+
+
+def recompute(region: "_Region") -> None:
+    """Recompute what autograd saved in ``region``: its recorded program (XLA), or ``fn`` run again."""
+    region._check_inputs()
+    region.outside.check(_name(region.fn))
+    _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
+    fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
+    if region.program is not None:
+        with contextlib.ExitStack() as stack:
+            for device_type, _, _ in region.autocast:  # the recorded ops are autocast's outputs already
+                stack.enter_context(torch.autocast(device_type, enabled=False))
+            region.recomputed = region.program.run(region, fence, _barrier)
+        region.outside.refresh()
+        return
+    args, kwargs = _replay_inputs(region, fence)
+    if fence is not None:
+        _barrier(tensors((args, kwargs)) + [fence.zero])
+    region.recomputed = []
+    replay = ReplayMode(region, fence, region.verify)
+    region.replaying = replay
+    try:
+        with contextlib.ExitStack() as stack:
+            for device_type, enabled, dtype in region.autocast:
+                stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
+            stack.enter_context(torch.enable_grad())
+            stack.enter_context(_saved.hooks_for())
+            stack.enter_context(_recomputing(region))
+            if region.on_xla:
+                stack.enter_context(_xla.einsum_visible())
+            stack.enter_context(replay)
+            region.fn(*args, **kwargs)
+    except BaseException:
+        region.recomputed = None
+        raise
+    finally:
+        region.replaying = None
+    region.outside.refresh()  # fn's own writes in the replay (running statistics) are not the caller's
+    if replay.pos != len(region.records) or len(region.recomputed) != region.n_packed:
+        n = len(region.recomputed)
+        region.recomputed = None
+        raise CheckpointError(
+            f"recomputation ran {replay.pos} ops and saved {n} tensors; the forward ran "
+            f"{len(region.records)} ops and saved {region.n_packed}. The checkpointed function must run the "
+            "same ops on recompute."
+        )
+
+
+def _barrier(tensors_: list[torch.Tensor]) -> None:
+    # Where the compiler honours it (TPU/GPU), the barrier also pins the recompute after the gradient.
+    xla = [t for t in tensors_ if _xla.is_xla(t)]
+    if xla and _xla.hardware_type(xla[0].device) != "CPU":
+        _xla.optimization_barrier_(xla)
+
+
+def _flat(a: Any) -> bool:
+    """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
+    return isinstance(a, (torch.Tensor, Absent)) or type(a) in LEAF_TYPES
+
+
+@contextlib.contextmanager
+def _recomputing(region: "_Region") -> Iterator[None]:
+    st = _saved.state
+    previous = st.recompute
+    st.recompute = region
+    try:
+        yield
+    finally:
+        st.recompute = previous
