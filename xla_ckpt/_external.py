@@ -125,6 +125,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
     base = flow.outside_base
     watch = Watch()
     needed: dict[Any, str] = {}  # base buffer -> its first reader
+    first: dict[Any, torch.Tensor] = {}  # base buffer -> the first tensor a replayed position read it as
     for p, at in flow.outside_at.items():
         if live is not None and p not in live:
             continue
@@ -132,6 +133,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         direct = []
         for i, k, t in at:
             needed.setdefault(base.get(k, k), f"{rec.op} in module '{rec.module}'")
+            first.setdefault(base.get(k, k), t)
             if k not in base:
                 # Eager: a detached alias (same storage, no memory); XLA: the tensor below
                 # functionalization (the same buffer as the parameter until someone writes to it).
@@ -168,7 +170,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         return watch
     for k, reader in needed.items():
         j = packed_at.get(k)
-        t = early[j] if j is not None else flow.outside.get(k)
+        t = early[j] if j is not None else first.get(k)
         if t is None:
             continue
         alias = t.detach() if j is None else t  # early[j] is a detached alias already

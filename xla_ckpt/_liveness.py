@@ -82,9 +82,8 @@ class Dataflow:
         self.packed: list[int] = []
         self.packed_keys: list[Any] = []  # buffer of each packed tensor (outside ones: see ``_external``)
         self.always: list[int] = []
-        # Tensors from outside the region (parameters, closures), the first object seen per buffer,
-        # and on XLA the base buffer of each view of one (a view is a new buffer there): ``_external``.
-        self.outside: dict[Any, torch.Tensor] = {}
+        # Tensors from outside the region (parameters, closures) read by each position, and on XLA
+        # the base buffer of each view of one (a view is a new buffer there): see ``_external``.
         self.outside_at: dict[int, list[tuple[int, Any, torch.Tensor]]] = {}  # per position: (argument, buffer, tensor)
         self.outside_base: dict[Any, Any] = {}
         keys = [buffer_key(t) for t in inputs]
@@ -105,13 +104,7 @@ class Dataflow:
         deps = tuple([producer.get(k, EXTERNAL) for k in keys])
         self.deps.append(deps)
         if EXTERNAL in deps:
-            outside = self.outside
-            at = self.outside_at[pos] = []
-            for i, (k, d, t) in enumerate(zip(keys, deps, reads)):
-                if d == EXTERNAL:
-                    at.append((i, k, t))
-                    if k not in outside:
-                        outside[k] = t
+            self.outside_at[pos] = [(i, k, t) for i, (k, d, t) in enumerate(zip(keys, deps, reads)) if d == EXTERNAL]
         for t in outs:
             producer[buffer_key(t)] = pos
         if must_run or not outs or not only_tensors:
