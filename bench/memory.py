@@ -81,6 +81,9 @@ def _variants(a: argparse.Namespace) -> list[tuple[str, Any]]:
         name = os.path.splitext(os.path.basename(path))[0]
         if name != "none":
             out.append((f"xla_ckpt:{name}", os.path.abspath(path)))
+        if name == "dots" and a.device != "xla":
+            # torch's SAC with dots' decisions: tells the decisions' cost from the engine's.
+            out.append(("torch_sac:dots", None))
     for f in a.budgets:
         out.append((f"xla_ckpt:budget={f:g}", {"checkpoint": [{"blocks": True, "budget": f}]}))
     for inner in a.offload:

@@ -97,7 +97,7 @@ def _loss(model: Any, idx: Any, kind: str) -> Any:
 
 def _build(entry: dict[str, Any], base: Any, device: Any) -> Any:
     import xla_ckpt
-    from worker import _SacObserver, _wrap_torch
+    from worker import TORCH_SAC, _SacObserver, _wrap_torch
 
     model = copy.deepcopy(base).to(device)
     variant = entry["variant"]
@@ -105,10 +105,11 @@ def _build(entry: dict[str, Any], base: Any, device: Any) -> Any:
         report = xla_ckpt.apply(model, entry["config"])
         if not report.wrapped:
             raise ValueError("config matched no module of this model (nothing to time)")
-    elif variant in ("torch_xla", "torch_sac"):
-        _wrap_torch(model, variant, _SacObserver())  # inactive: it adds nothing to the timed steps
+    elif variant == "torch_xla" or variant in TORCH_SAC:
+        observer = _SacObserver(TORCH_SAC.get(variant, TORCH_SAC["torch_sac"]))
+        _wrap_torch(model, variant, observer)  # inactive: it adds nothing to the timed steps
     elif variant != "none":
-        raise ValueError(f"unknown variant {variant!r}: none, torch_xla, torch_sac or xla_ckpt:<preset>")
+        raise ValueError(f"unknown variant {variant!r}: none, torch_xla, {', '.join(TORCH_SAC)} or xla_ckpt:<preset>")
     return model
 
 

@@ -58,6 +58,19 @@ def _megatron_torch_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
             else CheckpointPolicy.PREFER_RECOMPUTE)
 
 
+def _dots_torch_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """``dots_saveable``'s decisions as a torch SAC policy: every matmul-class op saved (batched too)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from xla_ckpt._dots import DOT_PACKETS
+
+    return CheckpointPolicy.MUST_SAVE if op.overloadpacket in DOT_PACKETS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+# torch's SAC with the decisions of one of our presets: the reference a preset's step time is held to.
+TORCH_SAC = {"torch_sac": _megatron_torch_policy, "torch_sac:dots": _dots_torch_policy}
+
+
 def _wrap_torch(model: Any, kind: str, sac_observer: "_SacObserver") -> None:
     """Wrap each block with torch_xla's checkpoint or torch's SAC (the alternatives users have)."""
     import functools
@@ -84,7 +97,8 @@ class _SacObserver:
     (whose layout changed in torch 2.13). Inactive, it adds nothing to the timed steps.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, policy: Any = _megatron_torch_policy) -> None:
+        self.policy = policy
         self.kept: list[Any] = []
         self.active = False
 
@@ -96,7 +110,8 @@ class _SacObserver:
         from torch.utils._pytree import tree_leaves
         from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
 
-        forward, recompute = create_selective_checkpoint_contexts(_megatron_torch_policy)
+        policy = self.policy
+        forward, recompute = create_selective_checkpoint_contexts(policy)
         if not self.active:
             return forward, recompute
         kept = self.kept
@@ -106,7 +121,7 @@ class _SacObserver:
                 kwargs = kwargs or {}
                 out = func(*args, **kwargs)
                 ctx = SelectiveCheckpointContext(is_recompute=False)
-                if _megatron_torch_policy(ctx, func, *args, **kwargs) in (
+                if policy(ctx, func, *args, **kwargs) in (
                         True, CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
                     kept.extend(t for t in tree_leaves(out) if isinstance(t, torch.Tensor))
                 return out
@@ -151,7 +166,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
     model = hf_models.to_device(_model(spec), device)  # re-ties tied weights (XLA unties them)
     variant = spec["variant"]
-    sac_observer = _SacObserver()
+    sac_observer = _SacObserver(TORCH_SAC.get(variant, _megatron_torch_policy))
     result: dict[str, Any] = {"variant": variant, "error": None}
     if variant.startswith("xla_ckpt:"):
         report = xla_ckpt.apply(model, spec["config"])
@@ -159,7 +174,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if report.unmatched_rules and not report.wrapped:
             result["error"] = "config matched no module of this model (nothing to compare)"
             return result
-    elif variant in ("torch_xla", "torch_sac"):
+    elif variant == "torch_xla" or variant in TORCH_SAC:
         _wrap_torch(model, variant, sac_observer)
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(0, spec["vocab"], (spec["batch"], spec["seq"]), generator=g).to(device)
@@ -196,7 +211,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         sac_observer.active = False
         for h in hooks:
             h.remove()
-        result["saved_bytes"] = (_sac_bytes(saved, sac_observer.kept, block_inputs) if variant == "torch_sac"
+        result["saved_bytes"] = (_sac_bytes(saved, sac_observer.kept, block_inputs) if variant in TORCH_SAC
                                  else saved.nbytes)
         result["host_bytes"] = saved.host_nbytes  # OFFLOAD: kept in host memory, not counted above
         del loss

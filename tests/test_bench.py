@@ -80,7 +80,7 @@ def _check(doc, res, expected):
 def test_bench_cpu(tmp_path):
     doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS), "--budgets", "0.3", "0.7")
     presets = [os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml")]
-    expected = {"none", "torch_sac"} | {f"xla_ckpt:{p}" for p in presets if p != "none"}
+    expected = {"none", "torch_sac", "torch_sac:dots"} | {f"xla_ckpt:{p}" for p in presets if p != "none"}
     expected |= {"xla_ckpt:budget=0.3", "xla_ckpt:budget=0.7", "xla_ckpt:offload(dots_saveable)"}
     ok = _check(doc, res, expected)
     saved = {k: r["saved_bytes"] for k, r in ok.items()}
@@ -91,7 +91,9 @@ def test_bench_cpu(tmp_path):
     assert saved["xla_ckpt:full"] < saved["xla_ckpt:budget=0.3"] < saved["xla_ckpt:budget=0.7"] < saved["none"]
     assert "torch_sac" in ok  # torch's SAC runs on eager devices
     assert [t["target"] for t in doc["targets"]] == ["CPU step: megatron_selective / torch_sac",
-                                                      "CPU step: dots / none"]
+                                                      "CPU step: dots / none", "CPU step: dots / torch_sac:dots"]
+    # The same decisions: torch SAC keeps every matmul output, the engine only those backward reads.
+    assert saved["xla_ckpt:dots"] <= saved["torch_sac:dots"] < saved["none"], saved
     assert set(ok) == expected  # every preset finds the blocks of our GPT (blocks = true): no error row
 
 
