@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -212,6 +214,28 @@ def test_tags_drive_name_policies(device):
     masks = F32 * (2 * 2 * 4 * 4 + 2 * 2 * 4 * 16) if device.type == "xla" else 0
     assert sum(e.nbytes for e in random) == masks
     assert report.nbytes == F32 * (2 * 4 * 16 + 2 * 4 * 48 + 2 * 4 * 64) + masks
+
+
+def test_name_policy_on_an_untagged_region_says_so(monkeypatch):
+    """A name policy where no op is tagged (an untagged model, such as Hugging Face's) keeps nothing
+    by name: one warning per function and policy, naming both; none when a tag exists or for op policies."""
+    monkeypatch.setattr(_engine, "_UNTAGGED_WARNED", set())
+    model = _build("mlp", "cpu")  # no tags
+    x = torch.randn(B, D, requires_grad=True)
+    for pol in (policies.save_only_these_names("qkv"), policies.offload(policies.any_of(
+            "dots_saveable", policies.save_and_offload_only_these_names(names_which_can_be_saved=["qkv"])))):
+        with pytest.warns(UserWarning, match=r"selects values by tag name, but no op of this region was tagged") as w:
+            xla_ckpt.checkpoint(model, x, policy=pol).sum().backward()
+        assert len(w) == 1 and repr(pol) in str(w[0].message) and "'MLPStack" in str(w[0].message), str(w[0].message)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per function and policy
+            xla_ckpt.checkpoint(model, x, policy=pol).sum().backward()
+    blk = _build("block", "cpu")  # tags qkv and mlp_up
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xla_ckpt.checkpoint(blk, torch.randn(2, 4, 16, requires_grad=True),
+                            policy=policies.save_only_these_names("qkv")).sum().backward()
+        xla_ckpt.checkpoint(model, x, policy="dots_saveable").sum().backward()
 
 
 def test_peer_torch_sac_bytes():

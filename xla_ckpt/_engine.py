@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 import weakref
 from dataclasses import replace
 from typing import Any, Callable, Optional
@@ -36,7 +37,7 @@ from xla_ckpt import _compat, _compiled, _modules, _offload, _recompute, _retain
 from xla_ckpt._direct import Program, Recorder
 from xla_ckpt._external import Watch, owner_module, watch_outside
 from xla_ckpt._params import param_source
-from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
+from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy, selects_by_tag
 from xla_ckpt._forward import ForwardMode, detach_unseen
 from xla_ckpt._liveness import Dataflow
 from xla_ckpt._plan import plans
@@ -238,6 +239,8 @@ class _Region:
             self.cache_keys.clear()
             return
         assert flow is not None and early is not None
+        if selects_by_tag(self.policies[0]) and not any(rec.tag for rec in self.records):
+            _warn_untagged(self.policies[0], self.fn)
         for policy, positions in planned.values():
             _retain.plan(self, policy, positions, calls or [], flow)
         live = self._keep_only_live(flow, early)
@@ -443,6 +446,23 @@ def checkpoint(
                 # (e.g. the loss) after backward; the region, its inputs and its cache must not.
                 t.register_hook(functools.partial(_capture_grad, weakref.ref(region)))
     return out
+
+
+_UNTAGGED_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_untagged(policy: Policy, fn: Any) -> None:
+    """A name policy on a region with no tag keeps nothing by name: say so, once per function and policy."""
+    key = (repr(policy), _name(fn))
+    if key in _UNTAGGED_WARNED:
+        return
+    _UNTAGGED_WARNED.add(key)
+    warnings.warn(
+        f"xla_ckpt: the policy {policy!r} of {key[1]} selects values by tag name, but no op of this region "
+        "was tagged (xla_ckpt.tag), so its names match nothing here (models that do not tag, such as Hugging "
+        "Face's, have no tags). Tag the values in the model's forward, or choose by op instead "
+        "(dots_with_no_batch_dims_saveable, policies.save_ops). Said once per function and policy.",
+        UserWarning, stacklevel=4)
 
 
 def _capture_grad(ref: "weakref.ref[_Region]", grad: torch.Tensor) -> None:

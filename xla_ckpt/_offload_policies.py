@@ -7,10 +7,10 @@ device is in :mod:`xla_ckpt._offload`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from xla_ckpt._plan import plans
-from xla_ckpt._policy import Decision, OpCall, Policy, ask, check_names
+from xla_ckpt._policy import Decision, OpCall, Policy, ask, check_names, selects_by_tag
 
 __all__ = ["offload", "save_and_offload_only_these_names"]
 
@@ -40,6 +40,10 @@ class offload:  # noqa: N801
                             "use it alone")
         object.__setattr__(self, "policy", inner)
 
+    @property
+    def selects_by_tag(self) -> bool:
+        return selects_by_tag(self.policy)
+
     def __call__(self, call: OpCall) -> Decision:
         d = ask(self.policy, call, "policies.offload")
         return OFFLOAD if d is SAVE else d
@@ -63,6 +67,7 @@ class save_and_offload_only_these_names:  # noqa: N801
 
     names_which_can_be_saved: tuple[str, ...]
     names_which_can_be_offloaded: tuple[str, ...]
+    selects_by_tag: ClassVar[bool] = True  # the engine warns when a region has no tag
 
     def __init__(self, *, names_which_can_be_saved: Any = (), names_which_can_be_offloaded: Any = ()) -> None:
         where = "policies.save_and_offload_only_these_names"

@@ -93,6 +93,11 @@ def ask(policy: Policy, call: OpCall, where: str) -> Decision:
     return decision
 
 
+def selects_by_tag(policy: Any) -> bool:
+    """Whether ``policy`` chooses by ``xla_ckpt.tag`` names (a name policy, or a combinator of one)."""
+    return bool(getattr(policy, "selects_by_tag", False))
+
+
 def check_names(names: tuple[Any, ...], where: str) -> tuple[str, ...]:
     """Tag names as a tuple of non-empty strings (none is allowed, as in JAX: nothing matches)."""
     bad = [n for n in names if not isinstance(n, str) or not n]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
@@ -24,6 +24,7 @@ from xla_ckpt._dots import DOT_PACKETS, dot_batch
 from xla_ckpt._offload_policies import offload, save_and_offload_only_these_names
 from xla_ckpt._plan import plans
 from xla_ckpt._policy import Decision, OpCall, OpLike, Policy, ask as _ask, check_names as _check_names, matches, op_matcher
+from xla_ckpt._policy import selects_by_tag as _selects_by_tag
 from xla_ckpt._policy import op_name, resolve_op
 
 __all__ = [
@@ -155,6 +156,7 @@ class save_only_these_names:  # noqa: N801
     """
 
     names: tuple[str, ...]
+    selects_by_tag: ClassVar[bool] = True  # the engine warns when a region has no tag
 
     def __init__(self, *names: str) -> None:
         object.__setattr__(self, "names", _check_names(names, "policies.save_only_these_names"))
@@ -175,6 +177,7 @@ class save_any_names_but_these:  # noqa: N801
     """
 
     names: tuple[str, ...]
+    selects_by_tag: ClassVar[bool] = True  # the engine warns when a region has no tag
 
     def __init__(self, *names: str) -> None:
         object.__setattr__(self, "names", _check_names(names, "policies.save_any_names_but_these"))
@@ -191,6 +194,7 @@ class save_anything_except_these_names:  # noqa: N801
     """Save every output, tagged or not, except those tagged with one of these names (JAX's policy)."""
 
     names: tuple[str, ...]
+    selects_by_tag: ClassVar[bool] = True  # the engine warns when a region has no tag
 
     def __init__(self, *names: str) -> None:
         object.__setattr__(self, "names", _check_names(names, "policies.save_anything_except_these_names"))
@@ -225,6 +229,10 @@ class any_of:  # noqa: N801
     def __init__(self, *policies: Policy | str) -> None:
         object.__setattr__(self, "policies", _check_policies(policies, "policies.any_of"))
 
+    @property
+    def selects_by_tag(self) -> bool:
+        return any(map(_selects_by_tag, self.policies))
+
     def __call__(self, call: OpCall) -> Decision:
         best = RECOMPUTE
         for p in self.policies:
@@ -250,6 +258,10 @@ class all_of:  # noqa: N801
 
     def __init__(self, *policies: Policy | str) -> None:
         object.__setattr__(self, "policies", _check_policies(policies, "policies.all_of"))
+
+    @property
+    def selects_by_tag(self) -> bool:
+        return any(map(_selects_by_tag, self.policies))
 
     def __call__(self, call: OpCall) -> Decision:
         worst = SAVE
