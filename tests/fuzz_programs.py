@@ -228,32 +228,50 @@ class _ReplayingThread:
     """Another thread replaying a checkpointed dropout region over and over while the program runs.
 
     Each replay sets the process-wide CPU generator to the forward's state, draws and restores it; it
-    must never change the program's random numbers (or its own). A class of failure found in CI: two
-    threads' replays interleaved and one op drew the other's numbers without the check noticing.
+    must never change the program's random numbers, nor give its own region another mask (its grad is
+    compared with one computed from the forward's mask). A class of failure found in CI: two threads'
+    replays interleaved and one op drew the other's numbers without the check noticing.
     """
 
     def __init__(self) -> None:
         x = torch.randn(6, 6, requires_grad=True)
-        self.y = xla_ckpt.checkpoint(lambda t: F.dropout(t.sin(), 0.5, training=True).cos(), x,
-                                     policy="nothing_saveable")
-        self.x, self.grads, self.stop = x, [], threading.Event()
+        masks: list[torch.Tensor] = []
+
+        def fn(t: torch.Tensor) -> torch.Tensor:
+            y = F.dropout(t.sin(), 0.5, training=True)
+            masks.append(y != 0)
+            return y.cos()
+
+        self.y = xla_ckpt.checkpoint(fn, x, policy="nothing_saveable")
+        ref_x = x.detach().clone().requires_grad_()
+        self.expected = torch.autograd.grad((ref_x.sin() * masks[0] * 2.0).cos().sum(), ref_x)[0]
+        self.x, self.replays, self.stop = x, 0, threading.Event()
+        self.failure: Optional[BaseException] = None
+        self.started = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                self.grads.append(torch.autograd.grad(self.y.sum(), self.x, retain_graph=True)[0])
-            except xla_ckpt.CheckpointError:  # the program's own plain draws may land in a replay's window
-                pass
+        try:
+            while not self.stop.is_set():
+                g = torch.autograd.grad(self.y.sum(), self.x, retain_graph=True)[0]
+                torch.testing.assert_close(g, self.expected, rtol=0, atol=0)
+                self.replays += 1
+                self.started.set()
+        except BaseException as e:  # every draw of the checkpointed run goes through the engine's lock
+            self.failure = e
+            self.started.set()
 
     def __enter__(self) -> "_ReplayingThread":
         self.thread.start()
+        self.started.wait(30)  # at least one replay before the program starts
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
-        self.thread.join()
-        assert all(torch.equal(g, self.grads[0]) for g in self.grads), "the replaying thread's grads changed"
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "the replaying thread did not stop (a deadlock?)"
+        assert self.failure is None, f"the replaying thread failed: {self.failure!r}"
+        assert self.replays > 0
 
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,

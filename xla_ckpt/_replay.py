@@ -133,8 +133,8 @@ class ReplayMode(TorchDispatchMode):
                 f"the random numbers of {func} in module '{rec.module}' cannot be reproduced: its generator "
                 f"({rec.draw.source}) was advanced by a draw that interleaved with this op, in the forward or in "
                 "the recomputation. Another thread draws from the same process-wide generator (CPU, or one "
-                "CUDA/XLA device). Give each thread's random ops their own torch.Generator (generator=...), or "
-                "run checkpointed random ops in one thread at a time."
+                "CUDA/XLA device) outside any checkpoint. Give each thread's random ops their own torch.Generator "
+                "(generator=...), or keep other threads from drawing while checkpointed random ops run."
             )
         return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -11,13 +11,26 @@ from xla_ckpt import _xla
 
 __all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices"]
 
-# Held around every forward random op (state before, the op, state after) and every replayed one
-# (set, run, check, restore). Without it two threads' replays interleave: thread B sets its state,
-# thread A's op draws from it, B restores a state that equals A's forward "after", and A's check
-# passes with B's numbers: a silently wrong mask (seen in CI on torch 2.13, 1 in ~3000 steps under
-# load). Other code's plain draws cannot fool the check (they only advance the stream); only our
-# restores could. Reentrant: a random op may dispatch to another one inside.
-_LOCK = threading.RLock()
+# One lock per device's generators, held around every forward random op (state before, the op,
+# state after) and every replayed one (set, run, check, restore). Without it two threads' replays
+# interleave: thread B sets its state, thread A's op draws from it, B restores a state that equals
+# A's forward "after", and A's check passes with B's numbers: a silently wrong mask (seen in CI on
+# torch 2.13, 1 in ~3000 steps under load). Other code's plain draws cannot fool the check (they
+# only advance the stream); only our restores could. Per device, so that threads driving different
+# devices never wait on each other (a random op may run other Python inside: a mode, a tensor
+# subclass). Reentrant: a random op may dispatch to another one inside.
+_LOCKS: dict[tuple[str, Optional[int]], threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(source: "torch.Generator | torch.device") -> threading.RLock:
+    dev = source.device if isinstance(source, torch.Generator) else source
+    key = (dev.type, dev.index)
+    lock = _LOCKS.get(key)
+    if lock is None:
+        with _LOCKS_GUARD:
+            lock = _LOCKS.setdefault(key, threading.RLock())
+    return lock
 
 
 def devices(tensors: list[torch.Tensor]) -> list[torch.device]:
@@ -27,11 +40,13 @@ def devices(tensors: list[torch.Tensor]) -> list[torch.device]:
 class Draw:
     """One random op's draw: which generator, and its state just before and just after the op.
 
-    The replay puts the generator in the ``before`` state for this op alone and gives it back as it
-    found it, so the op draws exactly the forward's numbers whatever ran in between: other random ops
+    The replay puts the generator in the ``before`` state for this op alone and then back in the state
+    it found, so the op draws exactly the forward's numbers whatever ran in between: other random ops
     saved by the policy, the caller's own draws, or another thread sharing the process-wide generator.
     If the state after the op differs from the forward's ``after``, a draw from the same generator
     interleaved with this op (in forward or in the replay): the caller gets an error, never other numbers.
+    (A plain draw of another thread that lands inside the replay's window is undone by the restore:
+    that thread sees those numbers again. Only a per-thread ``torch.Generator`` avoids it.)
     """
 
     __slots__ = ("source", "before", "after")
@@ -49,7 +64,7 @@ class Draw:
         ``quiet`` is a context manager under which reading the generator's state is not fn's op
         (the forward mode's own bookkeeping).
         """
-        with _LOCK:
+        with _lock_for(source):
             with quiet():
                 before = _get(source)
             out = run()
@@ -59,7 +74,7 @@ class Draw:
 
     def replay(self, run: Callable[[], Any]) -> tuple[Any, bool]:
         """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
-        with _LOCK:
+        with _lock_for(self.source):
             now = _get(self.source)
             _set(self.source, self.before)
             try:
