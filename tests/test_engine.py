@@ -495,3 +495,20 @@ def test_einsum_is_swapped_only_inside_regions_and_always_put_back(xla_device):
     with pytest.raises(RuntimeError, match="boom"):
         xla_ckpt.checkpoint(bad, a, b)
     assert torch.einsum is original and torch.functional.einsum is original
+
+    # A caller's own einsum (another library's patch) is what the region falls back to, and is put back.
+    calls = []
+
+    def theirs(*args, **kwargs):
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    def cpu_einsum(a, b):
+        return a + torch.einsum("ij,jk->ik", torch.ones(2, 2), torch.ones(2, 2)).sum().to(a.device)
+
+    try:
+        torch.einsum = torch.functional.einsum = theirs
+        xla_ckpt.checkpoint(cpu_einsum, a, b).sum().backward()
+        assert torch.einsum is theirs and torch.functional.einsum is theirs and "ij,jk->ik" in calls
+    finally:
+        torch.einsum = torch.functional.einsum = original

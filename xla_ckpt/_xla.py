@@ -186,9 +186,11 @@ def compiled_peaks(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
 # a TorchDispatchMode sees no op at all, so a policy cannot save the matmul. Its composite (the
 # CompositeImplicitAutograd kernel every other backend runs) goes through permute / view / bmm, which a
 # dispatch mode sees.
-_ORIGINAL_EINSUM = torch.functional.einsum
 _einsum_lock = threading.Lock()
 _einsum_users = 0
+# (torch.einsum, torch.functional.einsum) as the first user found them: put back by the last one,
+# so a caller's own replacement of einsum survives the region.
+_einsum_before: tuple[Any, Any] = (torch.einsum, torch.functional.einsum)
 
 
 def _visible_einsum(*args: Any, **kwargs: Any) -> Any:
@@ -200,7 +202,7 @@ def _visible_einsum(*args: Any, **kwargs: Any) -> Any:
             is_xla(t) for t in operands
         ):
             return torch.ops.aten.einsum.default.decompose(args[0], operands)
-    return _ORIGINAL_EINSUM(*args, **kwargs)
+    return _einsum_before[1](*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -219,9 +221,10 @@ def einsum_visible() -> Iterator[None]:
         >>> with _xla.einsum_visible():
         ...     y = torch.einsum("ij,jk->ik", a, b)   # aten.bmm under a dispatch mode, on XLA too
     """
-    global _einsum_users
+    global _einsum_users, _einsum_before
     with _einsum_lock:
         if _einsum_users == 0:
+            _einsum_before = (torch.einsum, torch.functional.einsum)
             torch.einsum = torch.functional.einsum = _visible_einsum
         _einsum_users += 1
     try:
@@ -230,4 +233,4 @@ def einsum_visible() -> Iterator[None]:
         with _einsum_lock:
             _einsum_users -= 1
             if _einsum_users == 0:
-                torch.einsum = torch.functional.einsum = _ORIGINAL_EINSUM
+                torch.einsum, torch.functional.einsum = _einsum_before
