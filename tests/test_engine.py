@@ -219,7 +219,9 @@ def test_tags_drive_name_policies(device):
 def test_name_policy_on_an_untagged_region_says_so(monkeypatch):
     """A name policy where no op is tagged (an untagged model, such as Hugging Face's) keeps nothing
     by name: one warning per function and policy, naming both; none when a tag exists or for op policies."""
-    monkeypatch.setattr(_engine, "_UNTAGGED_WARNED", set())
+    from xla_ckpt import _offload
+
+    monkeypatch.setattr(_offload, "_WARNED", set())
     model = _build("mlp", "cpu")  # no tags
     x = torch.randn(B, D, requires_grad=True)
     for pol in (policies.save_only_these_names("qkv"), policies.offload(policies.any_of(

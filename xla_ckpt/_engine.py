@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 import weakref
 from dataclasses import replace
 from typing import Any, Callable, Optional
@@ -448,21 +447,15 @@ def checkpoint(
     return out
 
 
-_UNTAGGED_WARNED: set[tuple[str, str]] = set()
-
-
 def _warn_untagged(policy: Policy, fn: Any) -> None:
     """A name policy on a region with no tag keeps nothing by name: say so, once per function and policy."""
-    key = (repr(policy), _name(fn))
-    if key in _UNTAGGED_WARNED:
-        return
-    _UNTAGGED_WARNED.add(key)
-    warnings.warn(
-        f"xla_ckpt: the policy {policy!r} of {key[1]} selects values by tag name, but no op of this region "
+    name = _name(fn)
+    _offload.warn_once(
+        f"untagged {policy!r} {name}",
+        f"xla_ckpt: the policy {policy!r} of {name} selects values by tag name, but no op of this region "
         "was tagged (xla_ckpt.tag), so its names match nothing here (models that do not tag, such as Hugging "
         "Face's, have no tags). Tag the values in the model's forward, or choose by op instead "
-        "(dots_with_no_batch_dims_saveable, policies.save_ops). Said once per function and policy.",
-        UserWarning, stacklevel=4)
+        "(dots_with_no_batch_dims_saveable, policies.save_ops). Said once per function and policy.")
 
 
 def _capture_grad(ref: "weakref.ref[_Region]", grad: torch.Tensor) -> None:

@@ -156,7 +156,7 @@ _WARNED: set[str] = set()
 
 
 def warn_once(key: str, message: str) -> None:
-    """A UserWarning the first time ``key`` is seen in this process."""
+    """A UserWarning the first time ``key`` is seen in this process (the engine's notices use it too)."""
     if key not in _WARNED:
         _WARNED.add(key)
         warnings.warn(message, UserWarning, stacklevel=3)
