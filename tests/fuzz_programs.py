@@ -12,7 +12,6 @@ returns everything the comparison needs, and reports an exception instead of rai
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import threading
 from dataclasses import dataclass
@@ -292,31 +291,25 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     fn = _body(steps, params, _Counter())
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
     _seed(device)
-    with other:
-        outcome = _run(fn, params, a_leaf, b, cot, device, policy, verify, hooks, after)
-    return outcome if outcome.error is not None else dataclasses.replace(outcome, rng=_rng(device))
-
-
-def _run(fn: Callable[..., Any], params: dict[str, torch.Tensor], a_leaf: torch.Tensor, b: torch.Tensor,
-         cot: torch.Tensor, device: torch.device, policy: Any, verify: bool, hooks: str,
-         after: Optional[str]) -> Outcome:
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
-    try:
-        a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
-        with _hooks(hooks):
-            out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
-        if after is not None:
-            with torch.no_grad():
-                {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
-        outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-        loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)), torch.zeros((), device=device))
-        if loss.requires_grad:
-            loss.backward()
-        _sync(device)
-    except RuntimeError as e:  # CheckpointError is a RuntimeError
-        return Outcome(e, [], names, None)
+    with other:  # the RNG state is read after the other thread stopped (a replay sets it for a moment)
+        try:
+            a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
+            with _hooks(hooks):
+                out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
+            if after is not None:
+                with torch.no_grad():
+                    {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
+            outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+            loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)),
+                       torch.zeros((), device=device))
+            if loss.requires_grad:
+                loss.backward()
+            _sync(device)
+        except RuntimeError as e:  # CheckpointError is a RuntimeError
+            return Outcome(e, [], names, None)
     values = [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
-    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, None)
+    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:
