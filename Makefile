@@ -1,4 +1,6 @@
-# The two set-up commands of the README: `make bench` and `make test`.
+# The two set-up commands of the README: `make bench` and `make test` (minutes each).
+# The full tiers: `make bench-all` (every variant, budgets, offload, the depth sweep) and `make test-all`
+# (every test, the big fuzz, on both torch versions: what .ci/run calls).
 # `make test-newest`: the library's tests on the newest torch pip offers here (no torch_xla for it).
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,7 +11,7 @@ VENV_NEWEST  ?= .venv-newest
 PY_NEWEST    := $(VENV_NEWEST)/bin/python
 STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
-.PHONY: bench bench-cpu test test-newest install clean
+.PHONY: bench bench-all bench-cpu test test-all test-newest test-newest-all install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +26,15 @@ $(STAMP_NEWEST): pyproject.toml
 	$(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
 	touch $(STAMP_NEWEST)
 
-# The memory benchmark on XLA:CPU with its defaults (memory: one process per variant; step times:
-# one interleaved process), then the depth sweep (2-16 layers of a small GPT). TPU: see README.
+# The headline: the default GPT on XLA:CPU, no checkpointing against torch_xla's checkpoint, torch SAC,
+# three presets and one memory budget (memory: one process per variant; step times: one interleaved
+# process). About 5-8 minutes here. TPU: see docs/benchmarks.md.
 bench: $(STAMP)
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json bench/results/headline.json --plot bench/results/headline.png
+
+# The full sweep: every preset, memory_budget 0.1-0.9, offload, 15 rounds; then the depth sweep
+# (2-16 layers of a small GPT). About 25 minutes here.
+bench-all: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json bench/results/memory.json --plot bench/results/memory.png
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/depth.py --json bench/results/depth.json --plot bench/results/depth.png
 
@@ -34,14 +42,28 @@ bench: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) bench/memory.py --device cpu --json bench/results/memory_cpu.json --plot bench/results/memory_cpu.png
 
-# The whole test suite; XLA tests run on XLA:CPU.
+# Extra pytest arguments, e.g. PYTEST_ARGS="--durations=30". pytest exit 5 (nothing collected) fails
+# make like any other non-zero exit: a tier that selects nothing proves nothing.
+PYTEST_ARGS ?=
+
+# The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once, at most 6 minutes here.
+# XLA tests run on XLA:CPU.
 test: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) -m pytest -q -ra tests
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS) tests
+
+# Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla, then on the newest torch.
+test-all: $(STAMP)
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full $(PY) -m pytest -q -ra $(PYTEST_ARGS) tests
+	$(MAKE) test-newest-all
 
 # The library's tests on the newest torch: XLA-only tests are deselected (torch_xla exists only
-# for torch 2.9), the XLA cases of device-parametrised tests skip.
+# for torch 2.9), and so is the XLA case of the `device` fixture. test-newest: the fast tier;
+# test-newest-all: every tier.
 test-newest: $(STAMP_NEWEST)
-	$(PY_NEWEST) -m pytest -q -ra -m "not xla" tests
+	XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
+
+test-newest-all: $(STAMP_NEWEST)
+	XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla" $(PYTEST_ARGS) tests
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) *.egg-info .pytest_cache

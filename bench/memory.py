@@ -3,9 +3,12 @@
     python bench/memory.py --device xla          # XLA:CPU here; a TPU VM: PJRT_DEVICE=TPU
     python bench/memory.py --device cuda | cpu
     python bench/memory.py --quick --json out.json --plot out.png
+    python bench/memory.py --headline            # `make bench`: the README's table, a few minutes
 
 Variants: no checkpointing, torch_xla's and torch's own checkpointing, every preset, memory_budget at
---budgets fractions and offload(p) for --offload policies.
+--budgets fractions and offload(p) for --offload policies. --headline keeps the default model and
+selects the headline rows (HEADLINE_*: three presets, one budget, no offload, fewer rounds); what a
+flag sets explicitly still wins.
 
 Per variant: bytes autograd keeps on the device (saved_activations; OFFLOAD's host copies apart, as
 host MiB), compiled peak (XLA, from --xla_dump_to), device
@@ -36,6 +39,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)  # the checkout's library, as the workers use it
 
+# The full sweep's defaults (`make bench-all`) and the headline selection (`make bench`, --headline).
+BUDGETS = [0.1, 0.3, 0.5, 0.7, 0.9]
+OFFLOAD = ["dots_saveable"]
+ROUNDS = 15
+HEADLINE_PRESETS = ["dots", "megatron_selective", "full"]
+HEADLINE_BUDGETS = [0.3]
+HEADLINE_OFFLOAD: list[str] = []
+HEADLINE_ROUNDS = 10
+
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,17 +64,30 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    p.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (one step of each variant)")
+    p.add_argument("--rounds", type=int, help=f"interleaved timing rounds, one step of each variant (default "
+                                               f"{ROUNDS}; --headline: {HEADLINE_ROUNDS})")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant before the rounds")
-    p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/)")
-    p.add_argument("--budgets", nargs="*", type=float, default=[0.1, 0.3, 0.5, 0.7, 0.9],
-                   help="memory_budget fractions, each a variant (`budget = f` on every block); none: --budgets")
-    p.add_argument("--offload", nargs="*", default=["dots_saveable"],
-                   help="policies whose SAVE becomes OFFLOAD (policies.offload), each a variant; none: --offload")
+    p.add_argument("--policies", nargs="*", help="config files (default: every preset in policies/; "
+                                                 f"--headline: {', '.join(HEADLINE_PRESETS)})")
+    p.add_argument("--budgets", nargs="*", type=float,
+                   help=f"memory_budget fractions, each a variant (`budget = f` on every block; default {BUDGETS}, "
+                        f"--headline: {HEADLINE_BUDGETS}); none: --budgets")
+    p.add_argument("--offload", nargs="*",
+                   help=f"policies whose SAVE becomes OFFLOAD (policies.offload), each a variant (default {OFFLOAD}, "
+                        f"--headline: {HEADLINE_OFFLOAD}); none: --offload")
+    p.add_argument("--headline", action="store_true", help="only the headline variants (`make bench`)")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
     p.add_argument("--plot", help="write a PNG: memory vs step-time ratio, Pareto front highlighted")
     a = p.parse_args(argv)
+    if a.policies is None and a.headline:
+        a.policies = [os.path.join(ROOT, "policies", f"{n}.toml") for n in HEADLINE_PRESETS]
+    if a.budgets is None:
+        a.budgets = HEADLINE_BUDGETS if a.headline else BUDGETS
+    if a.offload is None:
+        a.offload = HEADLINE_OFFLOAD if a.headline else OFFLOAD
+    if a.rounds is None:
+        a.rounds = HEADLINE_ROUNDS if a.headline else ROUNDS
     if a.quick:
         a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1

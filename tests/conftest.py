@@ -3,6 +3,10 @@
 torch_xla must be initialised before the first backward() of the process: the autograd engine
 otherwise asserts on the XLA device index. So when torch_xla is installed, the device is created
 at session start, before any test (CPU ones included) runs a backward.
+
+Tiers: `make test` runs ``-m "not slow"`` (the fast tier); `make test-all` runs everything. The fuzz
+tests take their example counts from a hypothesis profile chosen by ``XLA_CKPT_FUZZ`` (``fast``, the
+default, or ``full``), as JAX's ``JAX_NUM_GENERATED_CASES`` does.
 """
 
 from __future__ import annotations
@@ -12,8 +16,22 @@ import os
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
+# Derandomized (the same programs on every run, so a red CI run reproduces locally), no deadline
+# (an XLA example compiles), no example database (nothing written into the checkout).
+_FUZZ_COMMON = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                    print_blob=True)
+# max_examples is the CPU fuzz's count; test_fuzz.py derives the XLA and verify counts from it.
+FUZZ_PROFILES = {"fast": 25, "full": 200}
+for _name, _n in FUZZ_PROFILES.items():
+    settings.register_profile(_name, max_examples=_n, **_FUZZ_COMMON)
+FUZZ = os.environ.get("XLA_CKPT_FUZZ", "fast")
+if FUZZ not in FUZZ_PROFILES:
+    raise pytest.UsageError(f"XLA_CKPT_FUZZ={FUZZ!r}: expected one of {sorted(FUZZ_PROFILES)}")
+settings.load_profile(FUZZ)
+
 XLA_SKIP_REASON = "torch_xla is not installed: `pip install -e '.[xla]'` (CI installs it, so XLA tests run there)"
 
 
@@ -34,9 +52,10 @@ def xla_device() -> torch.device:
     return torch_xla.device()
 
 
-@pytest.fixture(params=["cpu", "xla"])
+@pytest.fixture(params=["cpu", pytest.param("xla", marks=pytest.mark.xla)])
 def device(request: pytest.FixtureRequest) -> torch.device:
-    """Each test that takes it runs on CPU eager and on XLA:CPU."""
+    """Each test that takes it runs on CPU eager and on XLA:CPU (that case carries the ``xla`` mark,
+    so ``-m "not xla"`` deselects it where torch_xla is missing)."""
     if request.param == "xla":
         return request.getfixturevalue("xla_device")
     return torch.device("cpu")

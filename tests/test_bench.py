@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
 
 import depth  # noqa: E402
+import memory  # noqa: E402
 import timing  # noqa: E402
 
 QUICK_ROUNDS = 3
@@ -155,6 +156,22 @@ def test_depth_sweep_xla(tmp_path, xla_device):
     assert set(doc["flatness"]) == set(depth.VARIANTS)
     for f in doc["flatness"].values():
         assert list(f["slope_s_per_layer"]) == [f"{a}-{b}" for a, b in zip(depths, depths[1:])]
+
+
+def test_headline_selects_the_readme_rows_and_the_full_sweep_keeps_every_variant():
+    """`make bench` (--headline) runs the default model with a few variants; `make bench-all` every one."""
+    names = lambda a: [n for n, _ in memory._variants(a)]  # noqa: E731
+    head = memory._args(["--headline"])
+    assert (head.layers, head.d_model, head.rounds) == (4, 256, memory.HEADLINE_ROUNDS)
+    assert names(head) == ["none", "torch_xla", "torch_sac", "xla_ckpt:dots", "xla_ckpt:megatron_selective",
+                           "xla_ckpt:full", "xla_ckpt:budget=0.3"]
+    full = memory._args([])
+    presets = sorted(os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml"))
+    assert full.rounds == memory.ROUNDS and len(names(full)) == 3 + len(presets) - 1 + len(memory.BUDGETS) + 1
+    assert "xla_ckpt:offload(dots_saveable)" in names(full) and "xla_ckpt:budget=0.9" in names(full)
+    # An explicit flag wins over the headline's selection.
+    assert not any("budget" in n for n in names(memory._args(["--headline", "--budgets"])))
+    assert memory._args(["--headline", "--rounds", "4"]).rounds == 4
 
 
 def test_interleaved_order_alternates():

@@ -73,13 +73,6 @@ def _chosen(view, decisions) -> set[int]:
     return {p for p, d in zip(view.free, decisions) if d is Decision.SAVE}
 
 
-@pytest.fixture(params=["cpu", pytest.param("xla", marks=pytest.mark.xla)])
-def device(request):
-    if request.param == "cpu":
-        return torch.device("cpu")
-    return request.getfixturevalue("xla_device")
-
-
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_block_keeps_the_budget_with_equal_grads(device, fraction):
     blk, x = _block(device)

@@ -21,7 +21,7 @@ from xla_ckpt import _engine, _replay_state, _saved
 from xla_ckpt.models import Block, GPTConfig
 
 aten = torch.ops.aten
-HERE = os.path.dirname(__file__)
+PROBES = os.path.join(os.path.dirname(__file__), "probes")
 B, D, H = 6, 8, 16
 F32 = 4
 
@@ -421,7 +421,7 @@ GPT_PROBE = ("--gpt", "--blocks", "4", "--d", "128", "--h", "128", "--batch", "8
 def _probe(variant, tmp_path, args=MLP_PROBE):
     out = subprocess.run(
         # MLP_PROBE: activations dominate, bias-free Linear 64->256->64, batch 8192 (params 0.5 MiB).
-        [sys.executable, os.path.join(HERE, "xla_peak_probe.py"), variant, str(tmp_path / variant), *args],
+        [sys.executable, os.path.join(PROBES, "xla_peak_probe.py"), variant, str(tmp_path / variant), *args],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"},
     )
     assert out.returncode == 0, out.stderr[-3000:]

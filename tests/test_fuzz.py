@@ -7,13 +7,16 @@ state that changes between forward and recompute). Never a different number.
 
 CPU is compared bitwise. XLA compiles the two programs into different graphs (fusion changes the
 rounding of float32 reductions), so it is compared with ``XLA_TOL``.
+
+Example counts come from the hypothesis profile ``XLA_CKPT_FUZZ`` selects (tests/conftest.py): ``fast``
+(the default, `make test`: 25 CPU programs, 5 on XLA) or ``full`` (`make test-all`: 200 CPU, 40 XLA).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
@@ -22,9 +25,13 @@ from fuzz_programs import AFTER, HOOKS, Step, has_state, policy_specs, programs,
 EXACT = {"rtol": 0.0, "atol": 0.0}
 # XLA:CPU fuses the checkpointed and the plain graph differently: float32 reductions round differently.
 XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
-def fuzz(n: int) -> settings:
-    return settings(max_examples=n, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True)
+# The loaded profile's count is the CPU fuzz's; the others are fixed shares of it (full: 200/40/60).
+CPU_EXAMPLES = settings.default.max_examples
+
+
+def fuzz(share: float = 1.0) -> settings:
+    """The profile's settings with ``share`` of its example count (at least 3)."""
+    return settings(max_examples=max(3, round(CPU_EXAMPLES * share)))
 
 
 def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none",
@@ -66,7 +73,7 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
     return "exact"
 
 
-@fuzz(200)
+@fuzz()
 @given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
        thread=st.booleans())
 def test_fuzz_cpu(steps, spec, hooks, after, thread):
@@ -74,7 +81,7 @@ def test_fuzz_cpu(steps, spec, hooks, after, thread):
 
 
 @pytest.mark.xla
-@fuzz(40)
+@fuzz(0.2)
 @given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans())
 def test_fuzz_xla(xla_device, steps, spec, after, direct):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
@@ -87,7 +94,7 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct):
         _engine.DIRECT[0] = previous
 
 
-@fuzz(60)
+@fuzz(0.3)
 @given(steps=programs(allow_state=False), name=st.sampled_from(["dots_saveable", "everything_saveable"]))
 def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
     """verify=True recomputes every saved output too: deterministic programs still match exactly."""
@@ -123,7 +130,7 @@ def test_outcomes_are_mostly_exact():
     """Most generated programs run and compare (the generator is not dominated by error cases)."""
     kinds: dict[str, int] = {}
 
-    @fuzz(40)
+    @settings(max_examples=40)  # fixed: the share of exact outcomes needs enough programs in every profile
     @given(steps=programs(), spec=policy_specs())
     def probe(steps, spec):
         k = check(steps, spec, torch.device("cpu"), EXACT)

@@ -17,7 +17,7 @@ from xla_ckpt.models import Block, GPTConfig
 
 from helpers import assert_same
 
-HERE = os.path.dirname(__file__)
+PROBES = os.path.join(os.path.dirname(__file__), "probes")
 pytestmark = pytest.mark.xla
 
 
@@ -113,7 +113,7 @@ def test_scan_graph_size_flat_in_depth(xla_device):
 
 def _probe(variant: str, tmp_path, layers: int = 8) -> dict:
     out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "xla_scan_probe.py"), variant, str(tmp_path / variant.replace(":", "_")),
+        [sys.executable, os.path.join(PROBES, "xla_scan_probe.py"), variant, str(tmp_path / variant.replace(":", "_")),
          "--layers", str(layers)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"},
     )

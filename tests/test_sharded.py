@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-HERE = os.path.join(os.path.dirname(__file__), "sharded")
+PROBES = os.path.join(os.path.dirname(__file__), "probes")
 ROOT = os.path.dirname(os.path.dirname(__file__))
 # fp32 grads of the sharded run vs one unsharded eager process: a few ulps of the largest value
 # (4.8e-7 measured); all-reduce/reduce-scatter order differs from a single process's sums.
@@ -31,7 +31,7 @@ _TEARDOWN_CRASH = "terminate called without an active exception"
 
 def _run(script, *args):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, os.path.join(HERE, script), *map(str, args)]
+    cmd = [sys.executable, os.path.join(PROBES, script), *map(str, args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script == "fsdp2_probe.py":
         # the last argument is the rendezvous port: a fresh one for the retry

@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(__file__)
+PROBES = os.path.join(os.path.dirname(__file__), "probes")
 # fp32 grads of XLA:CPU vs CPU eager agree to a few ulps of the largest value (~3.6e-7 measured).
 FSDP_ATOL = 1e-5
 
 
 def _run(mode):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "xla_fsdp_probe.py"), mode], capture_output=True,
+    out = subprocess.run([sys.executable, os.path.join(PROBES, "xla_fsdp_probe.py"), mode], capture_output=True,
                          text=True, timeout=600, env={**os.environ, "PJRT_DEVICE": "CPU"})
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """torch FSDP2 (fully_shard, gloo, 2 ranks on CPU) with xla_ckpt policies and the corrected linear.
 
-    python tests/sharded/fsdp2_probe.py POLICY PORT   -> one JSON line from rank 0
+    python tests/probes/fsdp2_probe.py POLICY PORT   -> one JSON line from rank 0
 """
 
 from __future__ import annotations

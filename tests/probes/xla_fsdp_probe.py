@@ -1,6 +1,6 @@
 """XLA FSDP (world size 1) with its own linear patch off and our hooks/linear on: prints a JSON line.
 
-Run in a fresh process: python tests/xla_fsdp_probe.py {hooks|linear}
+Run in a fresh process: python tests/probes/xla_fsdp_probe.py {hooks|linear}
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """FSDPv2 (torch_xla SPMD, 4 virtual CPU devices) with xla_ckpt policies: one JSON line.
 
 Run in a fresh process (SPMD mode and device count are fixed once the runtime starts):
-    python tests/sharded/fsdpv2_probe.py POLICY DUMP_DIR
+    python tests/probes/fsdpv2_probe.py POLICY DUMP_DIR
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run one variant of an MLP stack on XLA:CPU as ONE graph (forward+backward) and print its compiled peak.
 
 Used by the tests in a fresh process per variant (XLA_FLAGS is read once per process):
-    python tests/xla_peak_probe.py VARIANT DUMP_DIR [--blocks N --d D --h H --batch B]
+    python tests/probes/xla_peak_probe.py VARIANT DUMP_DIR [--blocks N --d D --h H --batch B]
 prints one JSON line: {"peak": bytes, "dots": n, "grads": [...sums...]}
 """
 

@@ -1,0 +1,111 @@
+"""Every ```python block of README.md and docs/*.md runs, each in a fresh namespace.
+
+A page added to docs/ is picked up without editing this file (docs/notes/ holds working notes, not
+documentation, and is skipped). A block that imports torch_xla gets the ``xla`` mark; one that compiles
+with inductor (`torch.compile`) the ``slow`` mark. A block not meant to run is fenced ``text``,
+``toml``, ``bash``...: an opening fence without a language is an error, so no code hides in one.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README_MAX_LINES = 250  # issue 21: a README a newcomer reads in five minutes
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # glob("*.md"): docs/notes/ is not in it
+
+
+def fences(text: str) -> list[tuple[int, str, str]]:
+    """(line of the opening fence, its language, the block's code) for each fenced block, in order."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        m = re.match(r"^(`{3,})(.*)$", lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang, start = m.group(1), m.group(2).strip(), i
+        i += 1
+        while i < len(lines) and lines[i].rstrip() != fence:
+            i += 1
+        if i == len(lines):
+            raise AssertionError(f"line {start + 1}: fence {fence}{lang} is never closed")
+        out.append((start + 1, lang, "\n".join(lines[start + 1:i])))
+        i += 1
+    return out
+
+
+def _blocks() -> list:
+    params = []
+    for page in pages():
+        for line, lang, code in fences(page.read_text()):
+            if lang != "python":
+                continue
+            marks = []
+            if "torch_xla" in code:
+                marks.append(pytest.mark.xla)
+            if "torch.compile(" in code:
+                marks.append(pytest.mark.slow)  # inductor compiles for minutes on 2 shared cores
+            name = f"{page.relative_to(ROOT)}:{line}"
+            params.append(pytest.param(name, code, marks=marks, id=name))
+    return params
+
+
+@pytest.mark.parametrize("name, code", _blocks())
+def test_python_block_runs(name, code, monkeypatch, xla_device_if_needed):
+    monkeypatch.chdir(ROOT)  # blocks name files as a user in the checkout would: "policies/dots.toml"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # e.g. the once-per-class HF cache notice
+        exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+
+
+@pytest.fixture
+def xla_device_if_needed(request):
+    """The session's XLA device where the block is marked xla (skips cleanly without torch_xla)."""
+    if request.node.get_closest_marker("xla"):
+        return request.getfixturevalue("xla_device")
+    return None
+
+
+def test_every_page_is_collected_and_has_runnable_code():
+    names = {p.name for p in pages()}
+    expected = {"policies.md", "config.md", "correctness.md", "compiled.md", "budget_offload.md", "sharded.md",
+                "benchmarks.md", "design.md", "README.md"}
+    assert expected <= names, expected - names
+    counted = {}
+    for page in pages():
+        counted[page.relative_to(ROOT).as_posix()] = sum(lang == "python" for _, lang, _ in fences(page.read_text()))
+    assert counted["README.md"] >= 2 and len(_blocks()) == sum(counted.values()) >= 12, counted
+
+
+def test_every_opening_fence_names_its_language():
+    for page in pages():
+        for line, lang, _ in fences(page.read_text()):
+            assert lang, f"{page.relative_to(ROOT)}:{line}: a fence without a language (```text for output)"
+
+
+def test_fence_parser_sees_through_nested_and_unclosed_fences():
+    text = "a\n````text\n```python\nnot run\n```\n````\n```python\nx = 1\n```\n"
+    assert fences(text) == [(2, "text", "```python\nnot run\n```"), (7, "python", "x = 1")]
+    with pytest.raises(AssertionError, match="never closed"):
+        fences("```python\nx = 1\n")
+
+
+def test_relative_links_point_to_files_that_exist():
+    for page in pages():
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines < README_MAX_LINES, f"README.md has {lines} lines: move reference text to docs/"
+
