@@ -61,7 +61,12 @@ def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device("cpu")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the slow mark added here counts
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        # `slow_on_xla`: the CPU case is fast, the XLA case (compiles for every variant) is slow tier.
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_on_xla") and callspec is not None and callspec.params.get("device") == "xla":
+            item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))

@@ -78,6 +78,7 @@ def _check(doc, res, expected):
     return ok
 
 
+@pytest.mark.slow  # the benchmark end to end: one process per variant, then an interleaved one
 def test_bench_cpu(tmp_path):
     doc, res = _bench(tmp_path, "cpu", "--rounds", str(QUICK_ROUNDS), "--budgets", "0.3", "0.7")
     presets = [os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml")]
@@ -98,6 +99,7 @@ def test_bench_cpu(tmp_path):
     assert set(ok) == expected  # every preset finds the blocks of our GPT (blocks = true): no error row
 
 
+@pytest.mark.slow  # the benchmark end to end: one process per variant, then an interleaved one
 def test_bench_hf_architecture_by_name(tmp_path):
     """--model takes any architecture of xla_ckpt.hf_models, built from its default config."""
     doc, res = _bench(tmp_path, "cpu", "--model", "mistral", "--policies", os.path.join(ROOT, "policies", "full.toml"),
@@ -120,6 +122,7 @@ def test_bench_hf_architecture_by_name(tmp_path):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # the benchmark end to end: one process per variant, then an interleaved one
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
     doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5", "--offload")
@@ -133,6 +136,7 @@ def test_bench_xla(tmp_path, xla_device):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # the benchmark end to end: one process per variant, then an interleaved one
 def test_depth_sweep_xla(tmp_path, xla_device):
     out_json, out_png = tmp_path / "depth.json", tmp_path / "depth.png"
     proc = subprocess.run(

@@ -428,6 +428,7 @@ def _probe(variant, tmp_path, args=MLP_PROBE):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # subprocess probes (tests/probes/xla_peak_probe.py), one per variant
 @pytest.mark.xla
 def test_compiled_peak_on_xla_cpu(xla_device, tmp_path):
     """One graph for forward+backward, default XLA_FLAGS: the recomputation survives the compiler."""
@@ -443,6 +444,7 @@ def test_compiled_peak_on_xla_cpu(xla_device, tmp_path):
         assert r[ours]["peak"] < r["torch_xla"]["peak"], r
 
 
+@pytest.mark.slow  # subprocess probes (tests/probes/xla_peak_probe.py), one per variant
 @pytest.mark.xla
 def test_compiled_peak_gpt_blocks(xla_device, tmp_path):
     """Attention blocks (softmax saves its output): recompute must lower the peak here too.
@@ -461,6 +463,7 @@ def test_compiled_peak_gpt_blocks(xla_device, tmp_path):
         assert r[ours]["peak"] < r["torch_xla"]["peak"], r
 
 
+@pytest.mark.slow  # subprocess probes (tests/probes/xla_peak_probe.py)
 @pytest.mark.xla
 @pytest.mark.parametrize("policy", ["everything_saveable", "dots_with_no_batch_dims_saveable"])
 def test_direct_replay_compiles_to_the_general_replays_peak(xla_device, tmp_path, policy):

@@ -16,6 +16,8 @@ import torch
 import xla_ckpt
 from xla_ckpt.models import GPT, GPTConfig
 
+pytestmark = pytest.mark.slow  # long training runs: 100 CPU steps, 20 XLA steps
+
 CFG = GPTConfig(vocab_size=64, seq_len=16, d_model=32, n_head=4, n_layer=2, dropout=0.1)
 # XLA:CPU compiles the two models into different graphs: float32 rounding differs slightly.
 XLA_TOL = {"rtol": 1e-4, "atol": 1e-5}

@@ -121,6 +121,7 @@ def _probe(variant: str, tmp_path, layers: int = 8) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # subprocess probes (tests/probes/xla_scan_probe.py), 8 layers each
 def test_scan_compiled_peak(xla_device, tmp_path):
     """8 GPT blocks, one graph: nothing_saveable's compiled peak is far below scan without checkpointing."""
     r = {v: _probe(v, tmp_path) for v in ["scan_plain", "scan:nothing_saveable", "scan:dots_saveable"]}

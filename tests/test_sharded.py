@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocess probes: SPMD with 4 virtual devices, FSDP2 with 2 gloo ranks
+
 PROBES = os.path.join(os.path.dirname(__file__), "probes")
 ROOT = os.path.dirname(os.path.dirname(__file__))
 # fp32 grads of the sharded run vs one unsharded eager process: a few ulps of the largest value

@@ -8,6 +8,10 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds a wheel and installs it into a fresh venv
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Run from a folder with no checkout in sight, importing only the installed copy.

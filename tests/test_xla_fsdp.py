@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocess probes: XLA FSDP in fresh processes
+
 PROBES = os.path.join(os.path.dirname(__file__), "probes")
 # fp32 grads of XLA:CPU vs CPU eager agree to a few ulps of the largest value (~3.6e-7 measured).
 FSDP_ATOL = 1e-5
