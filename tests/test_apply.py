@@ -147,6 +147,7 @@ def _llama(device):
     return llama_hf(vocab_size=64, d_model=32, n_layer=3, n_head=4, seq_len=8).to(device)
 
 
+@pytest.mark.slow_on_xla  # every preset compiled on XLA; test_hf_models runs Llama on XLA in the fast tier
 def test_apply_on_hf_llama(device):
     idx = _idx(device)
     kept, grads = {}, {}

@@ -167,7 +167,8 @@ def _llama_step(model, batch):
     return loss.detach(), [p.grad for p in params], report.nbytes, flops.get_total_flops()
 
 
-@pytest.mark.parametrize("fraction", (0.1, 0.5, 0.9))
+@pytest.mark.parametrize("fraction", (pytest.param(0.1, marks=pytest.mark.slow), 0.5,
+                                      pytest.param(0.9, marks=pytest.mark.slow)))
 def test_hf_llama_layers_keep_the_budget(fraction, monkeypatch):
     """Config ``budget = f`` on every Llama decoder layer (default config, ``use_cache=True``)."""
     model, batch = _llama()
@@ -198,6 +199,7 @@ def test_hf_llama_layers_keep_the_budget(fraction, monkeypatch):
     assert kept == kept_all - dropped and dropped > 0
 
 
+@pytest.mark.slow  # every preset and fraction on a Llama; the GPT block's front is in the fast tier
 def test_hf_llama_budget_is_on_the_pareto_front(monkeypatch):
     model, batch = _llama()
     *_, plain = _llama_step(model, batch)
