@@ -220,9 +220,17 @@ def _packet_name(op: Any) -> str:
 
 # Planning policies (memory_budget) leave compiled regions unmarked: tests/test_budget.py covers them.
 PER_OP = [n for n in policies.names() if not plans(_policy(n))]
+# The fast tier compiles one of each kind (dots, names, a combinator, offload, torch's policy, the two
+# extremes); `make test-all` compiles every per-op policy. Each compile is about 5 s on 2 idle cores.
+FAST_PER_OP = {"dots_saveable", "nothing_saveable", "everything_saveable", "save_only_these_names", "any_of",
+               "offload", "from_torch"}
 
 
-@pytest.mark.parametrize("name", PER_OP)
+def _tiered(names: list[str], fast: set[str]) -> list:
+    return [n if n in fast else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _tiered(PER_OP, FAST_PER_OP))
 def test_compiled_saves_what_eager_saves(name: str) -> None:
     """One graph; the policy's decisions equal eager's; the partition saves exactly the SAVE outputs
     that backward reads; gradients equal the un-checkpointed model."""
@@ -285,7 +293,7 @@ def _compiled_block_bytes(block: nn.Module, x: torch.Tensor) -> int:
     return kept
 
 
-@pytest.mark.parametrize("name", PER_OP)
+@pytest.mark.parametrize("name", _tiered(PER_OP, {"dots_saveable", "everything_saveable", "nothing_saveable"}))
 def test_eager_block_keeps_no_more_than_the_compiled_partition(name: str) -> None:
     """Issue 13's liveness target: per block, the eager engine keeps at most what torch's min-cut
     partitioner keeps for the same decisions (the region input included, host bytes of OFFLOAD
