@@ -11,8 +11,6 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # subprocess probes: SPMD with 4 virtual devices, FSDP2 with 2 gloo ranks
-
 PROBES = os.path.join(os.path.dirname(__file__), "probes")
 ROOT = os.path.dirname(os.path.dirname(__file__))
 # fp32 grads of the sharded run vs one unsharded eager process: a few ulps of the largest value
@@ -42,6 +40,7 @@ def _run(script, *args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # three SPMD processes with 4 virtual devices, each compiling
 @pytest.mark.xla
 def test_fsdpv2_spmd_policies(xla_device, tmp_path):
     r = {p: _run("fsdpv2_probe.py", p, tmp_path / p) for p in ("none", "nothing_saveable", "dots_saveable")}
@@ -57,7 +56,10 @@ def test_fsdpv2_spmd_policies(xla_device, tmp_path):
     assert r["none"]["saved_bytes"] > r["dots_saveable"]["saved_bytes"] > r["nothing_saveable"]["saved_bytes"]
 
 
-@pytest.mark.parametrize("policy", ["none", "dots_saveable", "nothing_saveable"])
+# The fast tier's sharded run: FSDP2 with 2 gloo ranks under dots_saveable (torch only, seconds); the
+# other policies and SPMD in `make test-all`.
+@pytest.mark.parametrize("policy", [pytest.param("none", marks=pytest.mark.slow), "dots_saveable",
+                                    pytest.param("nothing_saveable", marks=pytest.mark.slow)])
 def test_torch_fsdp2_gloo(policy):
     r = _run("fsdp2_probe.py", policy, _free_port())
     assert r["n_grads"] == 12 and r["max_abs_diff"] <= SHARDED_ATOL, r
