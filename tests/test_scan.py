@@ -103,6 +103,7 @@ def _hlo_lines(n: int, device: torch.device, scan: bool) -> int:
     return len(text.splitlines())
 
 
+@pytest.mark.slow  # traces 4- and 16-layer models, scanned and unrolled; scan's gradients stay fast
 def test_scan_graph_size_flat_in_depth(xla_device):
     """The deterministic proxy for trace + compile time: the step's HLO does not grow with depth."""
     scan4, scan16 = _hlo_lines(4, xla_device, True), _hlo_lines(16, xla_device, True)
