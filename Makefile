@@ -28,7 +28,7 @@ $(STAMP_NEWEST): pyproject.toml
 
 # The headline: the default GPT on XLA:CPU, no checkpointing against torch_xla's checkpoint, torch SAC,
 # three presets and one memory budget (memory: one process per variant; step times: one interleaved
-# process). About 5-8 minutes here. TPU: see docs/benchmarks.md.
+# process). About 5 minutes on 2 idle cores (32 at load average 11-18). TPU: see docs/benchmarks.md.
 bench: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json bench/results/headline.json --plot bench/results/headline.png
 
