@@ -20,6 +20,7 @@ B, D, H, BLOCKS = 256, 128, 1024, 3
 
 def main() -> None:
     dump, variants = sys.argv[1], sys.argv[2:]
+    os.makedirs(dump, exist_ok=True)  # XLA creates it at the first compile; the probe lists it before
     os.environ["PJRT_DEVICE"] = "CPU"
     os.environ["CPU_NUM_DEVICES"] = "4"
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={dump}"
