@@ -79,7 +79,7 @@ def spmd() -> bool:
 def sharding_of(t: torch.Tensor) -> Optional[Any]:
     """The ``OpSharding`` attached to XLA tensor ``t`` (``xs.mark_sharding``), or None."""
     xlac = _xla._xlac()
-    if not xlac._get_xla_sharding_spec(t):
+    if not t.is_xla or not xlac._get_xla_sharding_spec(t):
         return None
     return xlac._get_xla_op_sharding(t)
 
@@ -89,7 +89,7 @@ _MANUAL = 4  # torch_xla.distributed.spmd.ShardingType.MANUAL
 
 def is_manual(t: torch.Tensor) -> bool:
     """True when ``t``'s sharding is MANUAL (``xs.enable_manual_sharding``): not one ``mark_sharding`` re-attaches."""
-    return _xla._xlac()._get_xla_sharding_type(t) == _MANUAL
+    return t.is_xla and _xla._xlac()._get_xla_sharding_type(t) == _MANUAL
 
 
 def annotate(t: torch.Tensor, sharding: Any) -> None:
