@@ -4,9 +4,12 @@ A program is a list of steps over a pool of (4, 4) tensors. The menu covers what
 engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
 fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
 tags, Python-side state read by fn (a scale, a tensor constant built from it), tuple/dict outputs,
-keyword arguments, inputs without grad and a frozen parameter. ``run`` executes one program (its
-forward inside the library's saved-tensor hooks, a parameter or input modified after it, as drawn),
-returns everything the comparison needs, and reports an exception instead of raising it.
+keyword arguments, inputs without grad and a frozen parameter; and tensors made inside the region
+(``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
+with chains of views over them and over the region's values (``_fresh_step``). ``run`` executes one
+program (its forward inside the library's saved-tensor hooks, a parameter or input modified after it, as drawn),
+returns everything the comparison needs (each forward output among them), and reports an exception
+instead of raising it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import CheckpointPolicy
 
 import xla_ckpt
 from xla_ckpt import _engine
@@ -84,7 +85,7 @@ _ARGS = {
     "recompute_ops": {"ops": [torch.ops.aten.sin]},
     "any_of": {"policies": ["dots_saveable", "everything_saveable"]},
     "all_of": {"policies": ["everything_saveable", "nothing_saveable"]},
-    "from_torch": {"fn": lambda ctx, op, *a, **k: __import__("torch").utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE},
+    "from_torch": {"fn": lambda ctx, op, *a, **k: CheckpointPolicy.PREFER_RECOMPUTE},
     "offload": {"policy": "dots_saveable"},
     "save_and_offload_only_these_names": {"names_which_can_be_saved": ["a"], "names_which_can_be_offloaded": ["b"]},
     "memory_budget": {"fraction": 0.5},

@@ -59,7 +59,7 @@ def main() -> None:
     loss_of(x_cpu, ref_ws, None, annotate=False).backward()
     ref = [t.grad for pair in ref_ws for t in pair]
 
-    peaks_by_hash: dict[str, int] = {}
+    peaks_by_hash: dict[str, tuple[int, int, int]] = {}  # graph hash -> (peak, full-shape values, dots)
     full_shape = f"f32[{B},{H}]"
     results = {}
     for variant in variants:
@@ -90,14 +90,17 @@ def main() -> None:
 
 
 def _policy(xla_ckpt, name: str):
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy
+
     args = {
         "save_only_these_names": {"names": ["h"]},
         "save_any_names_but_these": {"names": ["h"]},
-        "save_ops": {"ops": [__import__("torch").ops.aten.mm]},
-        "recompute_ops": {"ops": [__import__("torch").ops.aten.gelu]},
+        "save_ops": {"ops": [torch.ops.aten.mm]},
+        "recompute_ops": {"ops": [torch.ops.aten.gelu]},
         "any_of": {"policies": ["dots_saveable", "nothing_saveable"]},
         "all_of": {"policies": ["everything_saveable", "dots_saveable"]},
-        "from_torch": {"fn": lambda ctx, op, *a, **k: __import__("torch").utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE},
+        "from_torch": {"fn": lambda ctx, op, *a, **k: CheckpointPolicy.PREFER_RECOMPUTE},
         "offload": {"policy": "dots_saveable"},
         "save_and_offload_only_these_names": {"names_which_can_be_saved": ["h"], "names_which_can_be_offloaded": []},
         "memory_budget": {"fraction": 0.5},
