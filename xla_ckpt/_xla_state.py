@@ -15,7 +15,7 @@ import torch
 
 from xla_ckpt import _xla
 
-__all__ = ["made_above_functionalization", "functional", "spmd", "sharding_of", "is_manual", "annotate"]
+__all__ = ["lift", "made_above_functionalization", "functional", "spmd", "sharding_of", "is_manual", "annotate"]
 
 
 # --------------------------------------------------------------------------- functionalization
@@ -40,6 +40,21 @@ def made_above_functionalization(reads: list[torch.Tensor]) -> bool:
         if t.is_xla:
             return False
     return True
+
+
+def lift(out: Any, reads: list[torch.Tensor]) -> Any:
+    """``out`` of an op a region's mode ran, as ``fn`` must get it: a plain XLA tensor made without
+    passing through functionalization (no XLA tensor among ``reads``, its tensor arguments) wrapped
+    as torch_xla wraps it outside any mode. Any region: one whose inputs are on the CPU may make XLA
+    tensors too. Cost on the per-op path: one device check per output, then one per argument."""
+    if isinstance(out, torch.Tensor):
+        if not out.is_xla or torch._is_functional_tensor(out) or not made_above_functionalization(reads):
+            return out
+        return torch._to_functional_tensor(out)
+    if isinstance(out, (tuple, list)) and any(isinstance(t, torch.Tensor) and t.is_xla for t in out) and (
+            made_above_functionalization(reads)):
+        return functional(out)
+    return out
 
 
 def functional(out: Any) -> Any:
