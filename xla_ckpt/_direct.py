@@ -13,6 +13,13 @@ cached outputs and the forward's outside tensors, with no Python from ``fn`` and
 recompute cannot diverge from the forward (the same ops, the same non-tensor arguments), so a
 function that reads Python-side state gives the forward's gradient here instead of an error.
 
+Work that bypasses the dispatcher is invisible to the record. The one torch_xla attaches to a value
+that the program recomputes is a sharding (``xs.mark_sharding``, see ``_xla_state``): ATen ops
+never set one, so each sharding found on a recorded value at the end of forward is put back on its
+recomputed (or fenced) value; a MANUAL sharding cannot be put back that way, and the general replay
+runs. A tensor made outside ATen (``_XLAC`` calls that return one) is no recorded value: the program
+reads the forward's tensor, as it does for tensors from outside the region.
+
 A region uses it when its forward allows (``Recorder.build`` says why not otherwise, and the
 general replay runs): no in-place op inside the region (on its inputs or as a mutable op), no
 ``autograd.grad`` inside ``fn``, no ``verify``, and every tensor backward needs reachable.
@@ -27,6 +34,7 @@ import torch
 
 from xla_ckpt._record import LEAF_TYPES, tensors
 from xla_ckpt._xla import buffer_key
+from xla_ckpt._xla_state import annotate, is_manual, sharding_of, spmd
 
 if TYPE_CHECKING:
     from xla_ckpt._engine import _Region
@@ -60,12 +68,15 @@ class Program:
     """The ops backward needs, in forward order, and where each saved tensor comes from."""
 
     def __init__(self, steps: list[_Step], slots: list[Ref], consts: list[torch.Tensor], cached: set[int],
-                 starts: list[Ref]) -> None:
+                 starts: list[Ref], shardings: Optional[dict[Ref, Any]] = None) -> None:
         self.steps = steps
         self.slots = slots
         self.consts = consts
         self.cached = cached  # positions whose cached outputs the program reads
         self.starts = starts  # fenced before use: region inputs and cached outputs read by steps or slots
+        # SPMD: value -> the sharding fn attached to it outside ATen (``xs.mark_sharding``), put back
+        # on the recomputed (or fenced) value, or the partitioner recomputes it replicated.
+        self.shardings = shardings or {}
 
     def run(self, region: "_Region", fence: Optional["Fence"], barrier: Callable[[list[torch.Tensor]], None]
             ) -> list[torch.Tensor]:
@@ -97,15 +108,23 @@ class Program:
             return v if v is not None else value(ref)
 
         with torch.no_grad():
+            shardings = self.shardings
             if fence is not None:
                 # The recompute starts from fenced values (see Fence), and on TPU/GPU behind a barrier.
                 for ref in self.starts:
-                    fenced[ref] = fence.apply(value(ref))
+                    fenced[ref] = f = fence.apply(value(ref))
+                    sharding = shardings.get(ref) if shardings else None
+                    if sharding is not None and f is not env[ref]:
+                        annotate(f, sharding)
                 barrier(list(fenced.values()) + [fence.zero])
             for step in self.steps:
                 out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
                 for j, t in enumerate(tensors(out)):
-                    env[step.ref + (j,)] = t
+                    ref = step.ref + (j,)
+                    env[ref] = t
+                    sharding = shardings.get(ref) if shardings else None
+                    if sharding is not None:
+                        annotate(t, sharding)
         # Inputs and cached outputs go to backward fenced (``starts``), as the general replay hands
         # them out: unfenced, XLA may schedule backward's uses of them before the gradient exists,
         # and a value also recomputed from would stay alive beside its fenced copy.
@@ -283,7 +302,28 @@ class Recorder:
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
         steps = [_Step(s, producers[s][0], *templates[s]) for s in sorted(needed, key=order.__getitem__)]
-        return Program(steps, slots, consts, cached, sorted(starts))
+        shardings: dict[Ref, Any] = {}
+        if spmd():
+            for ref, t in self._values(region, needed, starts):
+                if is_manual(t):
+                    self.refuse("fn makes a manually sharded value (xs.enable_manual_sharding)")
+                    return None
+                sharding = sharding_of(t)
+                if sharding is not None:
+                    shardings[ref] = sharding
+        return Program(steps, slots, consts, cached, sorted(starts), shardings)
+
+    def _values(self, region: "_Region", needed: set[Ref], starts: set[Ref]) -> Any:
+        """The forward's tensor behind each value the program recomputes or starts from, with its reference."""
+        for ref in needed:
+            out = self.calls[ref[1]].out if ref[0] == "out" else self.views[ref[1]][4]
+            for j, t in enumerate(tensors(out)):
+                yield ref + (j,), t
+        for ref in starts:
+            if ref[0] == "in":
+                yield ref, region.inputs[ref[1]]
+            else:
+                yield ref, tensors(self.calls[ref[1]].out)[ref[2]]
 
     def _add_view(self, v: int, value_of: dict, producers: dict, order: dict) -> None:
         before, func, args, kwargs, out = self.views[v]
