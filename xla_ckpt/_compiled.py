@@ -319,16 +319,38 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     if plans(policy):
         # A planning policy needs the region's whole eager forward. torch's equivalent is its own
         # whole-graph budget for the min-cut partitioner, which marks would override: run unmarked.
-        budget = getattr(policy, "fraction", None)
-        if budget is None or torch._functorch.config.activation_memory_budget != budget:
-            _warn_planner(repr(policy), budget)
+        # (The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.)
+        _planner_note(type(policy).__name__, getattr(policy, "fraction", None))
         return fn(*args, **kwargs)
+    _device_module_for_this_compile()
     return torch.utils.checkpoint.checkpoint(
         fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
     )
 
 
-_PLANNER_WARNED: set[str] = set()  # once per policy (a plain set: Dynamo traces this call)
+@torch.compiler.assume_constant_result
+def _device_module_for_this_compile() -> bool:
+    """torch's checkpoint needs ``torch.<device>``; torch_xla 2.9 has none (see ``_xla``).
+
+    Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
+    instead of tracing it: the stand-in is in place before AOTAutograd traces the region.
+    """
+    return _xla.device_module_for_this_compile()
+
+
+_PLANNER_WARNED: set[str] = set()  # once per policy
+
+
+@torch.compiler.assume_constant_result
+def _planner_note(kind: str, budget: Optional[float]) -> bool:
+    """Say once per policy how to keep a budget under compile (run by Dynamo while tracing).
+
+    Takes constants only: the policy object may have been made inside the traced frame.
+    """
+    if budget is not None and torch._functorch.config.activation_memory_budget == budget:
+        return True
+    _warn_planner(f"{kind}({budget:g})" if budget is not None else kind, budget)
+    return True
 
 
 def _warn_planner(policy: str, budget: Optional[float]) -> None:
