@@ -322,20 +322,38 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
         # (The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.)
         _planner_note(type(policy).__name__, getattr(policy, "fraction", None))
         return fn(*args, **kwargs)
-    _device_module_for_this_compile()
+    _prepare_this_compile(any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs))))
     return torch.utils.checkpoint.checkpoint(
         fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
     )
 
 
 @torch.compiler.assume_constant_result
-def _device_module_for_this_compile() -> bool:
-    """torch's checkpoint needs ``torch.<device>``; torch_xla 2.9 has none (see ``_xla``).
+def _prepare_this_compile(on_xla: bool) -> bool:
+    """What a compile of an XLA region needs from torch, set until the compile ends (``_compile_scope``).
+
+    - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_xla``).
+    - Fenced recompute: ``backend="openxla"`` partitions with torch's default partitioner, which calls
+      ``min_cut_rematerialization_partition`` by name for marked graphs; for this compile that name is
+      the fenced min-cut (``_compiled_fence``), so XLA cannot run every recompute at once.
 
     Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
-    instead of tracing it: the stand-in is in place before AOTAutograd traces the region.
+    instead of tracing it: both are in place before AOTAutograd traces the region.
     """
-    return _xla.device_module_for_this_compile()
+    if not on_xla or not _xla.device_module_for_this_compile():
+        return False
+    from torch._functorch import partitioners  # noqa: PLC0415
+
+    from xla_ckpt._compile_scope import set_for_this_compile  # noqa: PLC0415
+    from xla_ckpt._compiled_fence import fenced  # noqa: PLC0415
+
+    if FENCE[0]:
+        set_for_this_compile(partitioners, "min_cut_rematerialization_partition",
+                             fenced(partitioners.min_cut_rematerialization_partition))
+    return True
+
+
+FENCE = [True]  # the benchmark and tests turn the fence off to measure what it buys
 
 
 _PLANNER_WARNED: set[str] = set()  # once per policy
