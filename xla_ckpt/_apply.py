@@ -10,7 +10,7 @@ from typing import Any, Mapping, Union
 
 from torch import nn
 
-from xla_ckpt import _compat, _hf
+from xla_ckpt import _hf
 from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, Rule, as_config, glob_regex
 from xla_ckpt._linear import patch_linear
@@ -74,12 +74,6 @@ class _ByReferenceForward:
         return inspect.signature(self._forward())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _compat.is_compiling():
-            # A compiled graph saves parameters as its own inputs (no copy, no saved-tensor hooks,
-            # which Dynamo cannot enter): weights are kept by reference already.
-            if self.inner is not None:
-                return self.inner(*args, **kwargs)
-            return type(self.module).forward(self.module, *args, **kwargs)
         fwd = self._forward()
         with weights_by_reference():
             return fwd(*args, **kwargs)
