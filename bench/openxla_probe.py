@@ -29,6 +29,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--model", default="gpt", help="gpt (xla_ckpt.models) or a xla_ckpt.hf_models architecture")
     p.add_argument("--no-fence", action="store_true", help="compiled backward without the fence (to measure it)")
     a = p.parse_args()
     os.environ["PJRT_DEVICE"] = "CPU"
@@ -45,9 +46,14 @@ def main() -> None:
     warnings.simplefilter("ignore")
     xla_ckpt._compiled.FENCE[0] = not a.no_fence
     dev = torch_xla.device()
-    cfg = GPTConfig(vocab_size=a.vocab, seq_len=a.seq, n_layer=a.layers, n_head=a.heads, d_model=a.d_model)
-    torch.manual_seed(0)
-    model = GPT(cfg).to(dev)
+    if a.model == "gpt":
+        cfg = GPTConfig(vocab_size=a.vocab, seq_len=a.seq, n_layer=a.layers, n_head=a.heads, d_model=a.d_model)
+        torch.manual_seed(0)
+        model = GPT(cfg).to(dev)
+    else:
+        from xla_ckpt import hf_models
+
+        model = hf_models.to_device(hf_models.build(a.model, a.d_model, a.layers, a.heads, a.seq, a.vocab), dev)
     idx = torch.randint(0, a.vocab, (a.batch, a.seq), generator=torch.Generator().manual_seed(1)).to(dev)
     torch_xla.sync()
     variant, lazy = a.variant, a.variant.startswith("lazy:")
@@ -63,13 +69,14 @@ def main() -> None:
     def new_programs(phase: str) -> None:
         # Which XLA programs each phase compiled (the forward and backward graphs compile on first use).
         seen = {f for fs in phases.values() for f in fs}
-        phases[phase] = sorted(f for f in xla_ckpt._xla.compiled_peaks(a.dump) if f not in seen)
+        now = xla_ckpt._xla.compiled_peaks(a.dump) if os.path.isdir(a.dump) else {}
+        phases[phase] = sorted(f for f in now if f not in seen)
 
     new_programs("setup")
     for step in range(a.steps):
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        loss = run(idx, idx)
+        loss = run(idx, idx) if a.model == "gpt" else run(input_ids=idx, labels=idx).loss
         if step == 0 and not lazy:
             new_programs("forward")
         loss.backward()

@@ -118,3 +118,80 @@ def test_openxla_scan_layers_runs_as_compiled_regions(xla_device):
         torch.testing.assert_close(g, r)
     assert dynamo_utils.counters["stats"]["unique_graphs"] == 1
     assert not dynamo_utils.counters["graph_break"]
+
+
+# --------------------------------------------------------------------------- compiled peaks (one process each)
+
+PROBE_SIZE = ["--layers", "4", "--d-model", "128", "--heads", "4", "--seq", "128", "--batch", "4", "--vocab", "256"]
+
+
+def _probe(tmp_path, variant: str, *flags: str) -> dict:
+    """bench/openxla_probe.py in a fresh process (XLA_FLAGS is read once per process)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dump = tmp_path / variant.replace(":", "_").replace(" ", "_")
+    env = {**os.environ, "PYTHONPATH": root}
+    proc = subprocess.run([sys.executable, os.path.join(root, "bench", "openxla_probe.py"), variant, str(dump), *flags],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+# The HF Llama with its default config (use_cache=True), tiny sizes (xla_ckpt.hf_models.build's defaults).
+LLAMA = ["--model", "llama", "--layers", "2", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "2",
+         "--vocab", "128"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size,preset", [(PROBE_SIZE, "megatron_selective"), (PROBE_SIZE, "full"),
+                                         (LLAMA, "megatron_selective")], ids=["gpt-megatron", "gpt-full", "llama-megatron"])
+def test_openxla_fenced_backward_peak_is_within_the_lazy_engines(tmp_path, size, preset):
+    """The compiled step's peak (max over its XLA programs) is at most the lazy engine's for the same policy,
+    and below what the unfenced partition gives (what the fence buys). Same gradients (checksum) as lazy."""
+    lazy = _probe(tmp_path, f"lazy:{preset}", *size)
+    fenced = _probe(tmp_path, preset, *size)
+    unfenced = _probe(tmp_path, preset, "--no-fence", *size)
+    assert fenced["breaks"] == 0
+    assert fenced["peak"] <= lazy["peak"], (fenced, lazy)
+    assert fenced["peak"] < unfenced["peak"]
+    assert fenced["grad_abs_sum"] == pytest.approx(lazy["grad_abs_sum"], rel=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_openxla_hf_llama_default_config_one_graph_equal_grads(xla_device):
+    """An HF Llama (default config: use_cache=True), megatron_selective, compiled with openxla: one graph over
+    two steps, loss and every grad equal the lazy, unwrapped model's."""
+    import torch._dynamo.utils as dynamo_utils
+    import torch_xla
+
+    from xla_ckpt import hf_models
+
+    def steps(preset, compiled):
+        model = hf_models.to_device(hf_models.build("llama"), xla_device)
+        if preset:
+            xla_ckpt.apply(model, preset)
+        batch = hf_models.batch("llama", model, device=xla_device)
+        run = torch.compile(model, backend="openxla") if compiled else model
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            loss = run(**batch).loss
+            loss.backward()
+            torch_xla.sync()
+        return [loss.detach().cpu()] + [p.grad.cpu() if p.grad is not None else None for p in model.parameters()]
+
+    ref = steps(None, False)
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    got = steps("megatron_selective", True)
+    torch.testing.assert_close(got[0], ref[0])
+    for r, g in zip(ref[1:], got[1:]):
+        assert g is not None
+        torch.testing.assert_close(g, r)
+    assert not dynamo_utils.counters["graph_break"]
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == 1

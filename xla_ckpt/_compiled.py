@@ -316,13 +316,19 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
     """
+    on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
     if plans(policy):
-        # A planning policy needs the region's whole eager forward. torch's equivalent is its own
-        # whole-graph budget for the min-cut partitioner, which marks would override: run unmarked.
-        # (The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.)
-        _planner_note(type(policy).__name__, getattr(policy, "fraction", None))
-        return fn(*args, **kwargs)
-    _prepare_this_compile(any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs))))
+        # A planning policy needs the region's whole eager forward, which a compile never runs.
+        # memory_budget(f) becomes torch's own budget for the min-cut partitioner (over the whole
+        # compiled graph, as torchtitan's activation_memory_budget): the region's ops are all marked
+        # PREFER_RECOMPUTE (torch's plain checkpoint) and the partitioner saves what fits the budget.
+        budget = getattr(policy, "fraction", None)
+        if budget is None:  # a custom planner has no compiled equivalent: the region runs unmarked
+            _planner_note(type(policy).__name__)
+            return fn(*args, **kwargs)
+        _budget_for_this_compile(float(budget), on_xla)
+        return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs)
+    _prepare_this_compile(on_xla)
     return torch.utils.checkpoint.checkpoint(
         fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
     )
@@ -330,6 +336,10 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
 
 @torch.compiler.assume_constant_result
 def _prepare_this_compile(on_xla: bool) -> bool:
+    return _prepare(on_xla)
+
+
+def _prepare(on_xla: bool) -> bool:
     """What a compile of an XLA region needs from torch, set until the compile ends (``_compile_scope``).
 
     - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_xla``).
@@ -353,6 +363,25 @@ def _prepare_this_compile(on_xla: bool) -> bool:
     return True
 
 
+@torch.compiler.assume_constant_result
+def _budget_for_this_compile(budget: float, on_xla: bool) -> bool:
+    """``activation_memory_budget = budget`` for this compile, unless the user set torch's budget.
+
+    Several budgets in one graph: the smallest holds (torch's budget is one number per graph).
+    """
+    from xla_ckpt._compile_scope import active, set_for_this_compile  # noqa: PLC0415
+
+    _prepare(on_xla)
+    config = torch._functorch.config
+    ours = any(o is config and a == "activation_memory_budget" for o, a in active())
+    current = config.activation_memory_budget
+    if ours or current == 1.0:
+        set_for_this_compile(config, "activation_memory_budget", min(budget, current))
+    elif current != budget:
+        _warn_planner(f"memory_budget({budget:g})", budget, user=current)
+    return True
+
+
 FENCE = [True]  # the benchmark and tests turn the fence off to measure what it buys
 
 
@@ -360,26 +389,27 @@ _PLANNER_WARNED: set[str] = set()  # once per policy
 
 
 @torch.compiler.assume_constant_result
-def _planner_note(kind: str, budget: Optional[float]) -> bool:
-    """Say once per policy how to keep a budget under compile (run by Dynamo while tracing).
+def _planner_note(kind: str) -> bool:
+    """Say once per planner that it runs unmarked under compile (run by Dynamo while tracing).
 
     Takes constants only: the policy object may have been made inside the traced frame.
     """
-    if budget is not None and torch._functorch.config.activation_memory_budget == budget:
-        return True
-    _warn_planner(f"{kind}({budget:g})" if budget is not None else kind, budget)
+    _warn_planner(kind, None)
     return True
 
 
-def _warn_planner(policy: str, budget: Optional[float]) -> None:
+def _warn_planner(policy: str, budget: Optional[float], user: Optional[float] = None) -> None:
     if policy in _PLANNER_WARNED:
         return
     _PLANNER_WARNED.add(policy)
-    fix = (f"set torch._functorch.config.activation_memory_budget = {budget:g} before compiling (torch's "
-           "budget, for the whole compiled graph, as torchtitan's activation_memory_budget does)"
-           if budget is not None else "use a per-op policy under torch.compile")
+    if user is not None:
+        warnings.warn(f"xla_ckpt under torch.compile: {policy} becomes torch's activation_memory_budget for the "
+                      f"compiled graph, but you set torch._functorch.config.activation_memory_budget = {user:g}: "
+                      "yours holds.", stacklevel=3)
+        return
     warnings.warn(f"xla_ckpt under torch.compile: {policy} plans eager regions; compiled regions run unmarked "
-                  f"and torch's partitioner decides. To keep a budget, {fix}.", stacklevel=3)
+                  "and torch's partitioner decides. Use a per-op policy, or memory_budget (torch's "
+                  "activation_memory_budget under compile).", stacklevel=3)
 
 
 class recorded:  # noqa: N801  (a context manager used like a function)
