@@ -174,8 +174,9 @@ class _Decided:
 class _Lowering:
     """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
 
-    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool) -> None:
+    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
         self.policy = policy
+        self.on_xla = on_xla
         self.module = module
         # Module entries of the region's call site: ops run below them. A wrapped module is on the
         # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
@@ -218,6 +219,12 @@ class _Lowering:
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)
             return CheckpointPolicy.PREFER_RECOMPUTE
+        if self.on_xla and torch.Tag.nondeterministic_seeded in op.tags:
+            # A random op marked for recompute makes the min-cut partitioner functionalise its RNG
+            # (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could not find
+            # kernel ... Functionalize"). On XLA it is saved instead: the same values, where the
+            # eager engine replays the RNG. (Dropout's output is what the next op reads anyway.)
+            return CheckpointPolicy.MUST_SAVE
         if op._schema.is_mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         meta = _compat.current_node_meta()
@@ -284,7 +291,7 @@ def _mark(decision: Decision) -> Any:
     return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:
+def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False) -> Any:
     """The ``context_fn``: runs while AOTAutograd traces the region, once per trace."""
     from torch.utils.checkpoint import create_selective_checkpoint_contexts  # noqa: PLC0415
 
@@ -292,7 +299,7 @@ def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:
         _warn_old_torch()
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
-    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct).policy_fn)
+    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct, on_xla).policy_fn)
 
 
 def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
@@ -304,10 +311,10 @@ def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
     return None, False
 
 
-def context_fn(policy: Policy, fn: Callable[..., Any]) -> Callable[[], Any]:
+def context_fn(policy: Policy, fn: Callable[..., Any], on_xla: bool = False) -> Callable[[], Any]:
     """The ``context_fn`` for ``torch.utils.checkpoint`` that lowers ``policy`` (traceable by Dynamo)."""
     module, direct = _region_module(fn)
-    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct)
+    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct, on_xla)
 
 
 def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
@@ -319,18 +326,16 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
     if plans(policy):
         # A planning policy needs the region's whole eager forward, which a compile never runs.
-        # memory_budget(f) becomes torch's own budget for the min-cut partitioner (over the whole
-        # compiled graph, as torchtitan's activation_memory_budget): the region's ops are all marked
-        # PREFER_RECOMPUTE (torch's plain checkpoint) and the partitioner saves what fits the budget.
-        budget = getattr(policy, "fraction", None)
-        if budget is None:  # a custom planner has no compiled equivalent: the region runs unmarked
-            _planner_note(type(policy).__name__)
-            return fn(*args, **kwargs)
-        _budget_for_this_compile(float(budget), on_xla)
-        return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs)
+        # torch's equivalent is its own whole-graph budget for the min-cut partitioner, which marks
+        # would override: run unmarked. (Lowering memory_budget(f) to PREFER_RECOMPUTE marks plus
+        # activation_memory_budget = f was tried: with dropout in two regions its gradients differ
+        # from the unwrapped model's, on XLA and on CPU aot_eager alike (0.02-0.09), so it is not done.)
+        # The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.
+        _planner_note(type(policy).__name__, getattr(policy, "fraction", None))
+        return fn(*args, **kwargs)
     _prepare_this_compile(on_xla)
     return torch.utils.checkpoint.checkpoint(
-        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
+        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
     )
 
 
@@ -363,25 +368,6 @@ def _prepare(on_xla: bool) -> bool:
     return True
 
 
-@torch.compiler.assume_constant_result
-def _budget_for_this_compile(budget: float, on_xla: bool) -> bool:
-    """``activation_memory_budget = budget`` for this compile, unless the user set torch's budget.
-
-    Several budgets in one graph: the smallest holds (torch's budget is one number per graph).
-    """
-    from xla_ckpt._compile_scope import active, set_for_this_compile  # noqa: PLC0415
-
-    _prepare(on_xla)
-    config = torch._functorch.config
-    ours = any(o is config and a == "activation_memory_budget" for o, a in active())
-    current = config.activation_memory_budget
-    if ours or current == 1.0:
-        set_for_this_compile(config, "activation_memory_budget", min(budget, current))
-    elif current != budget:
-        _warn_planner(f"memory_budget({budget:g})", budget, user=current)
-    return True
-
-
 FENCE = [True]  # the benchmark and tests turn the fence off to measure what it buys
 
 
@@ -389,27 +375,26 @@ _PLANNER_WARNED: set[str] = set()  # once per policy
 
 
 @torch.compiler.assume_constant_result
-def _planner_note(kind: str) -> bool:
-    """Say once per planner that it runs unmarked under compile (run by Dynamo while tracing).
+def _planner_note(kind: str, budget: Optional[float]) -> bool:
+    """Say once per policy how to keep a budget under compile (run by Dynamo while tracing).
 
     Takes constants only: the policy object may have been made inside the traced frame.
     """
-    _warn_planner(kind, None)
+    if budget is not None and torch._functorch.config.activation_memory_budget == budget:
+        return True
+    _warn_planner(f"{kind}({budget:g})" if budget is not None else kind, budget)
     return True
 
 
-def _warn_planner(policy: str, budget: Optional[float], user: Optional[float] = None) -> None:
+def _warn_planner(policy: str, budget: Optional[float]) -> None:
     if policy in _PLANNER_WARNED:
         return
     _PLANNER_WARNED.add(policy)
-    if user is not None:
-        warnings.warn(f"xla_ckpt under torch.compile: {policy} becomes torch's activation_memory_budget for the "
-                      f"compiled graph, but you set torch._functorch.config.activation_memory_budget = {user:g}: "
-                      "yours holds.", stacklevel=3)
-        return
+    fix = (f"set torch._functorch.config.activation_memory_budget = {budget:g} before compiling (torch's "
+           "budget, for the whole compiled graph, as torchtitan's activation_memory_budget does)"
+           if budget is not None else "use a per-op policy under torch.compile")
     warnings.warn(f"xla_ckpt under torch.compile: {policy} plans eager regions; compiled regions run unmarked "
-                  "and torch's partitioner decides. Use a per-op policy, or memory_budget (torch's "
-                  "activation_memory_budget under compile).", stacklevel=3)
+                  f"and torch's partitioner decides. To keep a budget, {fix}.", stacklevel=3)
 
 
 class recorded:  # noqa: N801  (a context manager used like a function)
