@@ -175,15 +175,22 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--no-timing", action="store_true")
     p.add_argument("--no-fence-rows", action="store_true", help="skip the unfenced rows")
+    p.add_argument("--peaks-from", default=None, help="JSON lines of earlier openxla_probe.py runs (same sizes): "
+                   "skip the peak processes")
     a = p.parse_args()
     peaks = []
-    for v in VARIANTS:
+    if a.peaks_from:
+        with open(a.peaks_from) as f:
+            peaks = [json.loads(ln) for ln in f if ln.startswith("{")]
+        for q in peaks:
+            q.pop("peaks", None)
+    for v in VARIANTS if not peaks else []:
         peaks.append(probe(v, a))
         print(json.dumps(peaks[-1]), file=sys.stderr)
         if v != "none" and not v.startswith("budget") and not a.no_fence_rows:
             peaks.append(probe(v, a, fence=False))
             print(json.dumps(peaks[-1]), file=sys.stderr)
-    for v in ("none", "megatron_selective", "full"):
+    for v in ("none", "megatron_selective", "full") if not a.peaks_from else []:
         peaks.append(probe(f"lazy:{v}", a))
         print(json.dumps(peaks[-1]), file=sys.stderr)
     timed = {} if a.no_timing else timing(a)
