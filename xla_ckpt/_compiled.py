@@ -7,6 +7,11 @@ OFFLOAD ``MUST_SAVE`` (torch's SAC has no offload mark: kept on the device, warn
 marks land on the joint graph (``node.meta["recompute"]``) and the min-cut partitioner honours
 them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
 
+On XLA (``backend="openxla"``) a compile of a region also gets, for that compile only
+(``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
+none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
+Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
+
 What a policy sees differs from eager in three documented ways:
 - ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
   and None before (torch asks before the op runs); ``nbytes`` and ``flops`` come from metadata on
