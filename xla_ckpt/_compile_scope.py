@@ -18,7 +18,6 @@ __all__ = ["set_for_this_compile", "active"]
 _MISSING = object()
 _lock = threading.Lock()
 _saved: list[tuple[Any, str, Any]] = []  # (object, attribute, value before) in the order they were set
-_registered = [False]
 
 
 def _restore(*_: Any) -> None:
@@ -45,9 +44,9 @@ def set_for_this_compile(obj: Any, attr: str, value: Any) -> None:
     from torch._dynamo import callback_handler  # noqa: PLC0415  (only ever called while compiling)
 
     with _lock:
-        if not _registered[0]:
+        # Looked up each time: torch._dynamo.reset() clears every registered callback.
+        if _restore not in callback_handler.end_callbacks:
             callback_handler.register_end_callback(_restore)
-            _registered[0] = True
         if not any(o is obj and a == attr for o, a, _ in _saved):
             _saved.append((obj, attr, getattr(obj, attr, _MISSING)))
         setattr(obj, attr, value)
