@@ -7,6 +7,11 @@ OFFLOAD ``MUST_SAVE`` (torch's SAC has no offload mark: kept on the device, warn
 marks land on the joint graph (``node.meta["recompute"]``) and the min-cut partitioner honours
 them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
 
+On XLA (``backend="openxla"``) a compile of a region also gets, for that compile only
+(``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
+none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
+Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
+
 What a policy sees differs from eager in three documented ways:
 - ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
   and None before (torch asks before the op runs); ``nbytes`` and ``flops`` come from metadata on
@@ -174,8 +179,9 @@ class _Decided:
 class _Lowering:
     """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
 
-    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool) -> None:
+    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
         self.policy = policy
+        self.on_xla = on_xla
         self.module = module
         # Module entries of the region's call site: ops run below them. A wrapped module is on the
         # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
@@ -218,6 +224,12 @@ class _Lowering:
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)
             return CheckpointPolicy.PREFER_RECOMPUTE
+        if self.on_xla and torch.Tag.nondeterministic_seeded in op.tags:
+            # A random op marked for recompute makes the min-cut partitioner functionalise its RNG
+            # (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could not find
+            # kernel ... Functionalize"). On XLA it is saved instead: the same values, where the
+            # eager engine replays the RNG. (Dropout's output is what the next op reads anyway.)
+            return CheckpointPolicy.MUST_SAVE
         if op._schema.is_mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         meta = _compat.current_node_meta()
@@ -284,7 +296,7 @@ def _mark(decision: Decision) -> Any:
     return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:
+def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False) -> Any:
     """The ``context_fn``: runs while AOTAutograd traces the region, once per trace."""
     from torch.utils.checkpoint import create_selective_checkpoint_contexts  # noqa: PLC0415
 
@@ -292,7 +304,7 @@ def _contexts(policy_id: int, module_id: int, direct: bool) -> Any:
         _warn_old_torch()
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
-    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct).policy_fn)
+    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct, on_xla).policy_fn)
 
 
 def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
@@ -304,10 +316,10 @@ def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
     return None, False
 
 
-def context_fn(policy: Policy, fn: Callable[..., Any]) -> Callable[[], Any]:
+def context_fn(policy: Policy, fn: Callable[..., Any], on_xla: bool = False) -> Callable[[], Any]:
     """The ``context_fn`` for ``torch.utils.checkpoint`` that lowers ``policy`` (traceable by Dynamo)."""
     module, direct = _region_module(fn)
-    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct)
+    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct, on_xla)
 
 
 def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
@@ -316,19 +328,67 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
     """
+    on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
     if plans(policy):
-        # A planning policy needs the region's whole eager forward. torch's equivalent is its own
-        # whole-graph budget for the min-cut partitioner, which marks would override: run unmarked.
-        budget = getattr(policy, "fraction", None)
-        if budget is None or torch._functorch.config.activation_memory_budget != budget:
-            _warn_planner(repr(policy), budget)
+        # A planning policy needs the region's whole eager forward, which a compile never runs.
+        # torch's equivalent is its own whole-graph budget for the min-cut partitioner, which marks
+        # would override: run unmarked. (Lowering memory_budget(f) to PREFER_RECOMPUTE marks plus
+        # activation_memory_budget = f was tried: with dropout in two regions its gradients differ
+        # from the unwrapped model's, on XLA and on CPU aot_eager alike (0.02-0.09), so it is not done.)
+        # The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.
+        _planner_note(type(policy).__name__, getattr(policy, "fraction", None))
         return fn(*args, **kwargs)
+    _prepare_this_compile(on_xla)
     return torch.utils.checkpoint.checkpoint(
-        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn), **kwargs
+        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
     )
 
 
-_PLANNER_WARNED: set[str] = set()  # once per policy (a plain set: Dynamo traces this call)
+@torch.compiler.assume_constant_result
+def _prepare_this_compile(on_xla: bool) -> bool:
+    return _prepare(on_xla)
+
+
+def _prepare(on_xla: bool) -> bool:
+    """What a compile of an XLA region needs from torch, set until the compile ends (``_compile_scope``).
+
+    - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_xla``).
+    - Fenced recompute: ``backend="openxla"`` partitions with torch's default partitioner, which calls
+      ``min_cut_rematerialization_partition`` by name for marked graphs; for this compile that name is
+      the fenced min-cut (``_compiled_fence``), so XLA cannot run every recompute at once.
+
+    Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
+    instead of tracing it: both are in place before AOTAutograd traces the region.
+    """
+    if not on_xla or not _xla.device_module_for_this_compile():
+        return False
+    from torch._functorch import partitioners  # noqa: PLC0415
+
+    from xla_ckpt._compile_scope import set_for_this_compile  # noqa: PLC0415
+    from xla_ckpt._compiled_fence import fenced  # noqa: PLC0415
+
+    if FENCE[0]:
+        set_for_this_compile(partitioners, "min_cut_rematerialization_partition",
+                             fenced(partitioners.min_cut_rematerialization_partition))
+    return True
+
+
+FENCE = [True]  # the benchmark and tests turn the fence off to measure what it buys
+
+
+_PLANNER_WARNED: set[str] = set()  # once per policy
+
+
+@torch.compiler.assume_constant_result
+def _planner_note(kind: str, budget: Optional[float]) -> bool:
+    """Say once per policy how to keep a budget under compile (run by Dynamo while tracing).
+
+    Takes constants only: the policy object may have been made inside the traced frame.
+    """
+    if budget is not None and torch._functorch.config.activation_memory_budget == budget:
+        return True
+    _warn_planner(f"{kind}({budget:g})" if budget is not None else kind, budget)
+    return True
 
 
 def _warn_planner(policy: str, budget: Optional[float]) -> None:

@@ -23,6 +23,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 from torch.utils._pytree import tree_map
 
+from xla_ckpt import _compat
 from xla_ckpt._compiled import CompiledOpCall, _mark, _skipped
 from xla_ckpt._plan import plans
 from xla_ckpt._policy import MUST_RETURN, Decision, Policy
@@ -87,10 +88,7 @@ def partition_fn(policy: Any) -> Any:
 
     torch_xla caches a traced layer by ``id(partition_fn)``, so the same policy gets the same function.
     """
-    pol = resolve(policy, where="scan_layers policy")
-    if plans(pol):
-        raise TypeError(f"xla_ckpt.scan_layers: {pol!r} plans a whole eager region; the scan body is marked op "
-                        "by op, so use a per-op policy here (e.g. dots_with_no_batch_dims_saveable)")
+    pol = _per_op(policy)
     cached = _PARTITIONS.get(id(pol))
     if cached is not None and cached[0] is pol:
         return cached[1]
@@ -104,6 +102,14 @@ def partition_fn(policy: Any) -> Any:
     partition.policy = pol  # type: ignore[attr-defined]
     _PARTITIONS[id(pol)] = (pol, partition)
     return partition
+
+
+def _per_op(policy: Any) -> Policy:
+    pol = resolve(policy, where="scan_layers policy")
+    if plans(pol):
+        raise TypeError(f"xla_ckpt.scan_layers: {pol!r} plans a whole eager region; the scan body is marked op "
+                        "by op, so use a per-op policy here (e.g. dots_with_no_batch_dims_saveable)")
+    return pol
 
 
 def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "nothing_saveable") -> torch.Tensor:
@@ -125,9 +131,10 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
     from xla_ckpt import _wrap, _xla  # noqa: PLC0415
 
     layers = list(layers)
-    if not _xla.available():
-        raise RuntimeError("xla_ckpt.scan_layers needs torch_xla: pip install -e '.[xla]'")
     if not isinstance(x, torch.Tensor) or not _xla.is_xla(x):
+        # (An XLA tensor implies torch_xla; asking find_spec first would break Dynamo's graph.)
+        if not _xla.available():
+            raise RuntimeError("xla_ckpt.scan_layers needs torch_xla: pip install -e '.[xla]'")
         raise ValueError(f"xla_ckpt.scan_layers: x must be a tensor on an XLA device, got {_describe(x)}")
     for i, layer in enumerate(layers):
         if not isinstance(layer, nn.Module):
@@ -138,6 +145,16 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
                 "scan traces the layer body once, so pass the policy to scan_layers and unwrap the layers "
                 "with xla_ckpt.uncheckpointed(layer)"
             )
+    if _compat.is_compiling():
+        # torch_xla's scan traces and compiles the body itself, which Dynamo cannot trace. Under
+        # torch.compile the layers run as a loop of compiled regions with the policy's marks
+        # (``_compiled``): the same saves, one graph (Dynamo unrolls the loop), equal gradients.
+        from xla_ckpt import _compiled  # noqa: PLC0415
+
+        pol = _per_op(policy)
+        for layer in layers:
+            x = _compiled.checkpoint(layer, (x,), {}, pol)
+        return x
     fn = partition_fn(policy)
     from torch_xla.experimental.scan_layers import scan_layers as xla_scan_layers  # noqa: PLC0415
 

@@ -12,6 +12,7 @@ import importlib.util
 import math
 import os
 import re
+import sys
 import threading
 from types import ModuleType
 from typing import Any, Hashable, Iterator, Optional
@@ -33,6 +34,7 @@ __all__ = [
     "PLACEMENT_TARGET",
     "parse_peak_bytes",
     "compiled_peaks",
+    "device_module_for_this_compile",
 ]
 
 
@@ -129,6 +131,49 @@ def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     xm.optimization_barrier_(tensors)
+
+
+# --------------------------------------------------------------------------- torch.xla, while compiling
+
+# torch's checkpoint looks up ``getattr(torch, device_type)`` for every region (``_get_device_module``
+# in torch/utils/checkpoint.py), also when AOTAutograd traces the ``tag_activation_checkpoint``
+# higher-order op that selective checkpointing under torch.compile becomes. torch_xla 2.9 registers
+# no ``torch.xla`` module, so ``torch.compile(backend="openxla")`` of a checkpointed model fails with
+# "module 'torch' has no attribute 'xla'". Under compile that op forces ``preserve_rng_state=False``
+# (torch/_higher_order_ops/wrap.py), so torch only reads the module's ``_initialized`` flag: a stand-in
+# that says "not initialised" is all it needs. It exists only while a Dynamo compile runs.
+def _stand_in() -> ModuleType:
+    mod = ModuleType("torch.xla", "xla_ckpt's stand-in for the device module torch_xla 2.9 does not register.")
+    mod._initialized = False  # type: ignore[attr-defined]  # torch then stashes no device RNG state
+
+    def unsupported(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(
+            "xla_ckpt's stand-in torch.xla module holds no RNG state: it exists only while torch.compile "
+            "traces a checkpointed region, where torch's checkpoint does not preserve device RNG."
+        )
+
+    for name in ("device", "get_rng_state", "set_rng_state", "current_device", "device_count"):
+        setattr(mod, name, unsupported)
+    return mod
+
+
+def device_module_for_this_compile() -> bool:
+    """Give ``torch`` an ``xla`` device module until the running Dynamo compile ends; True if one exists.
+
+    Called (executed, not traced: see ``_compiled``) while Dynamo traces a checkpointed region. Does
+    nothing without torch_xla loaded, or when ``torch.xla`` already exists (a torch_xla that registers
+    its own). The stand-in is removed when the compile ends (``_compile_scope``).
+
+    Example:
+        >>> _xla.device_module_for_this_compile()   # inside a compile: torch.xla exists until it ends
+    """
+    if "torch_xla" not in sys.modules:
+        return False
+    if not hasattr(torch, "xla"):
+        from xla_ckpt._compile_scope import set_for_this_compile  # noqa: PLC0415
+
+        set_for_this_compile(torch, "xla", _stand_in())
+    return True
 
 
 # --------------------------------------------------------------------------- host placement
