@@ -17,7 +17,7 @@ from torch import nn
 from xla_ckpt._blocks import find_blocks
 from xla_ckpt._estimate import Estimate, estimate
 
-__all__ = ["estimate_layers"]
+__all__ = ["estimate_layers", "block_bytes", "recompute_working_bytes"]
 
 Build = Callable[[int], tuple[nn.Module, tuple, dict]]
 _FIELDS = ("activation_bytes", "host_bytes", "forward_flops", "backward_flops", "recompute_flops")
@@ -101,3 +101,18 @@ def estimate_layers(build: Build, n_layers: int, period: int = 1, **how: Any) ->
                    by_op=dict(sorted(((o, n) for o, n in by_op.items() if n), key=lambda kv: -kv[1])), **fields)
     assert sum(est.by_module.values()) == est.activation_bytes, "internal: by_module does not add up"
     return est, True
+
+
+def block_bytes(est: Estimate, blocks: list[str]) -> list[int]:
+    """``est.activation_bytes`` kept inside each block (``by_module`` entries at or below its name)."""
+    out = []
+    for b in blocks:
+        out.append(sum(n for name, n in est.by_module.items() if name == b or name.startswith(b + ".")))
+    return out
+
+
+def recompute_working_bytes(est: Estimate, unchecked: Estimate, blocks: list[str]) -> int:
+    """Bytes a block's recompute brings back while its backward runs: the most any block keeps without
+    checkpointing beyond what it keeps under the policy (backward recomputes one block at a time)."""
+    kept, full = block_bytes(est, blocks), block_bytes(unchecked, blocks)
+    return max((max(f - k, 0) for f, k in zip(full, kept)), default=0)
