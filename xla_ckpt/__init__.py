@@ -6,6 +6,8 @@ from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config
 from xla_ckpt._engine import CheckpointError, checkpoint
 from xla_ckpt._estimate import Estimate, estimate, meta_copy
+from xla_ckpt._fit import FitReport, FitRow, fit
+from xla_ckpt._scale import estimate_layers
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._plan import Cost, Planner, RegionView
 from xla_ckpt._policy import Decision, OpCall, Policy
@@ -40,6 +42,10 @@ __all__ = [
     "Estimate",
     "estimate",
     "meta_copy",
+    "estimate_layers",
+    "fit",
+    "FitReport",
+    "FitRow",
     "policies",
     "Linear",
     "SavedEntry",
