@@ -28,10 +28,8 @@ sys.path.insert(0, ROOT)
 
 # (model, d_model, layers, heads, seq, batch)
 CASES = [
-    ("gpt", 128, 2, 4, 128, 4), ("gpt", 192, 3, 4, 192, 2),
-    ("llama", 128, 2, 4, 128, 4), ("llama", 192, 3, 4, 192, 2),
-    ("gpt2", 128, 2, 4, 128, 4), ("gpt2", 192, 3, 4, 192, 2),
-    ("qwen2", 128, 2, 4, 128, 4), ("qwen2", 192, 3, 4, 192, 2),
+    ("gpt", 128, 2, 4, 128, 4), ("llama", 128, 2, 4, 128, 4), ("gpt2", 128, 2, 4, 128, 4), ("qwen2", 128, 2, 4, 128, 4),
+    ("gpt", 192, 3, 4, 192, 2), ("llama", 192, 3, 4, 192, 2), ("gpt2", 192, 3, 4, 192, 2), ("qwen2", 192, 3, 4, 192, 2),
 ]
 POLICIES = ["none", "full", "megatron_selective", "dots", "budget0.25"]
 
@@ -113,12 +111,15 @@ def main() -> None:
         for row in got:
             print(f"{row['model']:6s} d{row['d_model']:<4d} L{row['layers']} seq{row['seq']:<4d} {row['policy']:20s} "
                   f"peak {row['peak']:>11,d}  estimate {row['estimate']:>11,d}  ratio {row['ratio']:.3f}", flush=True)
+        _write(rows, a.json)  # after every case: a partial run still publishes what it measured
+
+
+def _write(rows: list[dict], path: str | None) -> None:
     ratios = [r["ratio"] for r in rows]
-    summary = {"band": [min(ratios), max(ratios)], "cases": rows}
-    print(f"band: {min(ratios):.3f} - {max(ratios):.3f} over {len(rows)} cases")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
+    print(f"band: {min(ratios):.3f} - {max(ratios):.3f} over {len(rows)} cases", flush=True)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"band": [min(ratios), max(ratios)], "cases": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
