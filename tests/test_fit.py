@@ -101,6 +101,7 @@ def test_fit_cli_json_and_errors(capsys: pytest.CaptureFixture[str], tmp_path) -
     path.write_text(json.dumps(arch_config("mistral", 128, 4, 4, 2, 256, 500, 128)))
     code = main(["fit", "--hf-config", str(path), "--seq", "128", "--chips", "8", "--chip", "v5p", "--json",
                  "--budgets", "0.25"])
+    # (all presets and one budget: the CLI's path end to end)
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["recommended"] and data["chips"] == 8 and data["fsdp"] == 8
     assert {row["policy"] for row in data["rows"]} >= {"none", "full", "megatron_selective", "memory_budget(0.25)"}
