@@ -36,9 +36,12 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
+    points: dict[tuple[float, int], list] = {}  # policies that keep and recompute the same share one label
     for r in report.rows:
-        ax.scatter(100 * r.recompute_share, r.total_bytes / GIB, color="tab:green" if r.fits else "tab:red")
-        ax.annotate(r.policy, (100 * r.recompute_share, r.total_bytes / GIB), fontsize=8,
+        points.setdefault((r.recompute_share, r.total_bytes), []).append(r)
+    for (share, total), rs in points.items():
+        ax.scatter(100 * share, total / GIB, color="tab:green" if rs[0].fits else "tab:red")
+        ax.annotate(" = ".join(r.policy for r in rs), (100 * share, total / GIB), fontsize=8,
                     xytext=(4, 3), textcoords="offset points")
     usable = report.hbm_bytes * (1 - report.reserve) / GIB
     ax.axhline(usable, color="k", linestyle="--", linewidth=1)

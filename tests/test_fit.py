@@ -111,3 +111,16 @@ def test_fit_cli_json_and_errors(capsys: pytest.CaptureFixture[str], tmp_path) -
         fit(str(path), seq=128)
     with pytest.raises(ValueError, match="unknown chip"):
         fit(str(path), seq=128, chip="v9")
+
+
+def test_band_is_the_published_measurement() -> None:
+    """fit's XLA band is the one bench/xla_band.py measured and docs/estimate.md publishes (no drift)."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "bench", "results", "xla_band.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    ratios = [r["ratio"] for r in data["cases"] if "ratio" in r]
+    assert XLA_BAND == (min(ratios), max(ratios)) == tuple(data["band"])
+    with open(os.path.join(root, "docs", "estimate.md"), encoding="utf-8") as f:
+        assert f"{XLA_BAND[0]:.3f} - {XLA_BAND[1]:.3f}" in f.read()
