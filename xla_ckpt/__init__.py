@@ -5,6 +5,9 @@ from xla_ckpt._apply import ApplyReport, Wrapped, apply
 from xla_ckpt._blocks import find_blocks
 from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config
 from xla_ckpt._engine import CheckpointError, checkpoint
+from xla_ckpt._estimate import Estimate, estimate, meta_copy
+from xla_ckpt._fit import FitReport, FitRow, fit
+from xla_ckpt._scale import estimate_layers
 from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._plan import Cost, Planner, RegionView
 from xla_ckpt._policy import Decision, OpCall, Policy
@@ -36,6 +39,13 @@ __all__ = [
     "RegionView",
     "Cost",
     "checkpoint",
+    "Estimate",
+    "estimate",
+    "meta_copy",
+    "estimate_layers",
+    "fit",
+    "FitReport",
+    "FitRow",
     "policies",
     "Linear",
     "SavedEntry",

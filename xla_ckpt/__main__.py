@@ -109,6 +109,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "explain":
         return explain(argv[1:])
+    if argv and argv[0] == "fit":
+        from xla_ckpt._fit_cli import main as fit_main  # noqa: PLC0415
+
+        return fit_main(argv[1:])
     print(USAGE)
     print(_list_presets())
     return 0 if argv and argv[0] in ("presets", "-h", "--help") else 2

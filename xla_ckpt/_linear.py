@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +26,15 @@ _aten_linear = torch._C._nn.linear
 def _autocast_dtype(x: torch.Tensor) -> Optional[torch.dtype]:
     """The dtype autocast would run ``linear`` in for ``x``, or None when autocast is off."""
     device_type = x.device.type
-    if not x.is_floating_point() or not torch.is_autocast_enabled(device_type):
+    # Meta tensors (``xla_ckpt.estimate``) have no autocast state of their own.
+    if not x.is_floating_point() or device_type == "meta" or not torch.is_autocast_enabled(device_type):
         return None
     return torch.get_autocast_dtype(device_type)
+
+
+def _no_autocast(device_type: str) -> Any:
+    # Meta tensors (``xla_ckpt.estimate``) have no autocast to switch off.
+    return contextlib.nullcontext() if device_type == "meta" else torch.autocast(device_type, enabled=False)
 
 
 class _LinearFunction(torch.autograd.Function):
@@ -44,7 +50,7 @@ class _LinearFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         w = weight if dtype is None else weight.to(dtype)
         b = bias if (bias is None or dtype is None) else bias.to(dtype)
-        with torch.autocast(x.device.type, enabled=False):
+        with _no_autocast(x.device.type):
             out = _aten_linear(x, w, b)
         # The weight object itself: a parameter stays a parameter (by reference for the hooks).
         ctx.save_for_backward(x, weight)
@@ -63,7 +69,7 @@ class _LinearFunction(torch.autograd.Function):
         out_features, in_features = weight.shape[0], weight.shape[-1]
         g2 = grad.reshape(-1, out_features)
         grad_x = grad_w = grad_b = None
-        with torch.autocast(grad.device.type, enabled=False):
+        with _no_autocast(grad.device.type):
             if need_x:
                 grad_x = grad.matmul(w)
             if need_w:

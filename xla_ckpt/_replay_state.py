@@ -122,7 +122,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def autocast_state(devices: list[torch.device]) -> list[tuple[str, bool, torch.dtype]]:
-    types = list(dict.fromkeys(["cpu"] + [d.type for d in devices]))
+    # Meta tensors (``xla_ckpt.estimate``) have no autocast state of their own.
+    types = list(dict.fromkeys(["cpu"] + [d.type for d in devices if d.type != "meta"]))
     return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types]
 
 

@@ -79,6 +79,10 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     if t.is_xla:
         return ("xla", _tensor_id()(t))
     storage = t.untyped_storage()
+    if t.is_meta:
+        # Meta storages have no address (data_ptr() is 0 for all): the StorageImpl itself is the
+        # identity, shared by views as a real buffer is (``xla_ckpt.estimate`` runs models on meta).
+        return (t.device, storage._cdata, storage.nbytes())
     return (t.device, storage.data_ptr(), storage.nbytes())
 
 

@@ -1,0 +1,143 @@
+"""``xla_ckpt.estimate``: the meta-device step equals a real CPU step to the byte and the FLOP.
+
+Reference: the same model with real weights on CPU, ``saved_activations()`` around the forward and
+``FlopCounterMode`` around the backward; its recompute FLOPs are the backward FLOPs beyond the
+unchecked model's. Attention runs the math SDPA path in the reference, as on meta and on XLA
+(docs/estimate.md says why).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+import xla_ckpt
+from xla_ckpt import hf_models, policies
+from xla_ckpt.models import GPT, GPTConfig
+
+BUDGETS = (0.1, 0.5)
+PRESETS = tuple(xla_ckpt.presets())
+
+
+def _user_policy(call: xla_ckpt.OpCall) -> xla_ckpt.Decision:
+    """A user policy: keep matmul outputs larger than 2 KiB and softmax outputs, recompute the rest."""
+    big_mm = call.op.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm) and call.nbytes > 2048
+    keep = big_mm or call.op.overloadpacket is torch.ops.aten._softmax
+    return xla_ckpt.Decision.SAVE if keep else xla_ckpt.Decision.RECOMPUTE
+
+
+def _variants() -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = [(p, {"config": p}) for p in PRESETS]
+    out += [(f"budget{f}", {"config": {"checkpoint": [{"blocks": True, "budget": f}]}}) for f in BUDGETS]
+    out += [("user", {"policy": _user_policy}), ("dots_policy", {"policy": policies.dots_saveable})]
+    return out
+
+
+def _real(model: torch.nn.Module, args: tuple, kwargs: dict, how: dict[str, Any]) -> tuple[int, dict, int, int]:
+    m = copy.deepcopy(model)
+    if "config" in how:
+        xla_ckpt.apply(m, how["config"])
+    elif "policy" in how:
+        for name in xla_ckpt.find_blocks(m):
+            xla_ckpt.checkpointed(m.get_submodule(name), policy=how["policy"])
+    with sdpa_kernel(SDPBackend.MATH):
+        with xla_ckpt.saved_activations() as report, FlopCounterMode(display=False) as fwd:
+            out = m(*args, **kwargs)
+        loss = out.loss if hasattr(out, "loss") else out
+        with FlopCounterMode(display=False) as bwd:
+            loss.backward()
+    for p in m.parameters():
+        assert p.grad is not None or not p.requires_grad
+    return report.nbytes, report.by_module(), fwd.get_total_flops(), bwd.get_total_flops()
+
+
+def _check(model: torch.nn.Module, args: tuple, kwargs: dict, only: tuple[str, ...] = ()) -> dict[str, int]:
+    base = _real(model, args, kwargs, {})
+    kept = {}
+    for name, how in _variants():
+        if only and name not in only:
+            continue
+        nbytes, by_module, fwd, bwd = _real(model, args, kwargs, how)
+        est = xla_ckpt.estimate(model, *args, **how, **kwargs)
+        assert est.activation_bytes == nbytes, name
+        assert dict(est.by_module) == by_module, name
+        assert est.forward_flops == fwd, name
+        assert est.recompute_flops == bwd - base[3], name
+        assert est.backward_flops == base[3], name
+        kept[name] = est.activation_bytes
+    # The policies did something, and the estimate sees it.
+    assert kept["full"] < kept["megatron_selective"] < kept["none"] == base[0], kept
+    return kept
+
+
+def _gpt() -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=4, d_model=64, seq_len=32, dropout=0.1))
+    idx = torch.randint(0, 512, (2, 32))
+    return model, (idx, idx)
+
+
+def test_gpt_exact() -> None:
+    model, args = _gpt()
+    _check(model, args, {}, only=("none", "full", "megatron_selective", "budget0.5", "user"))
+
+
+@pytest.mark.slow
+def test_gpt_every_policy_exact() -> None:
+    model, args = _gpt()
+    _check(model, args, {})
+    for p in model.parameters():
+        assert not p.is_meta  # the user's model is never moved or wrapped
+    assert xla_ckpt.find_blocks(model) and not any(
+        "forward" in model.get_submodule(n).__dict__ for n in xla_ckpt.find_blocks(model))
+
+
+def test_hf_llama_exact() -> None:
+    model = hf_models.build("llama")
+    _check(model, (), hf_models.batch("llama", model), only=("none", "full", "megatron_selective"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", list(hf_models.ARCHS))
+def test_hf_table_every_policy_exact(arch: str) -> None:
+    model = hf_models.build(arch)
+    _check(model, (), hf_models.batch(arch, model))
+
+
+def test_meta_model_allocates_nothing_and_matches() -> None:
+    """A model built under torch.device("meta") gives the same estimate as its real twin."""
+    model, args = _gpt()
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        shadow = GPT(GPTConfig(n_layer=2, n_head=4, d_model=64, seq_len=32, dropout=0.1))
+    meta_args = tuple(a.to("meta") for a in args)
+    meta_args = (meta_args[0], meta_args[0])  # the same tensor twice, as in the real call
+    for preset in ("none", "megatron_selective"):
+        a = xla_ckpt.estimate(model, *args, config=preset)
+        b = xla_ckpt.estimate(shadow, *meta_args, config=preset)
+        assert a == b
+
+
+def test_input_passed_twice_counts_once() -> None:
+    """Targets that are the inputs (idx, idx) are one buffer; moving each to meta alone would count two."""
+    model, (idx, _) = _gpt()
+    same = xla_ckpt.estimate(model, idx, idx, config="full")
+    other = xla_ckpt.estimate(model, idx, idx.clone(), config="full")
+    assert other.activation_bytes == same.activation_bytes + idx.numel() * idx.element_size()
+
+
+def test_bad_arguments_raise_before_anything() -> None:
+    model, args = _gpt()
+    with pytest.raises(ValueError, match="config= or policy="):
+        xla_ckpt.estimate(model, *args, config="full", policy="dots_saveable")
+    with pytest.raises(ValueError, match="unknown checkpoint policy"):
+        xla_ckpt.estimate(model, *args, policy="no_such_policy")
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        xla_ckpt.estimate(lambda x: x, *args)
+    with pytest.raises(ValueError, match="find_blocks found none"):
+        xla_ckpt.estimate(torch.nn.Linear(4, 4), torch.randn(2, 4), policy="dots_saveable")
