@@ -105,7 +105,9 @@ class Program:
             for step in self.steps:
                 out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
                 for j, t in enumerate(tensors(out)):
-                    env[step.ref + (j,)] = t
+                    # Every value here is a functional wrapper: a factory op (no tensor argument) run
+                    # under the caller's dispatch mode (a profiler around backward) comes out bare.
+                    env[step.ref + (j,)] = _wrap(t)
         # Inputs and cached outputs go to backward fenced (``starts``), as the general replay hands
         # them out: unfenced, XLA may schedule backward's uses of them before the gradient exists,
         # and a value also recomputed from would stay alive beside its fenced copy.
