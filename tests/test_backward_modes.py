@@ -153,3 +153,19 @@ def test_saved_item_is_not_read_again():
         x2 = x.detach().requires_grad_()
         fn(x2).sum().backward()
         torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_only_the_callers_modes_are_taken_off_for_the_recompute_inputs():
+    """A profiler's mode is off the stack while the recompute makes its inputs; fake tensors stay fake."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from xla_ckpt import _compat
+
+    with OpCounter() as counter:
+        with _compat.without_callers_modes():
+            torch.empty(2)
+        torch.empty(1)
+    assert counter.count(aten.empty) == 1
+    with FakeTensorMode():
+        with _compat.without_callers_modes():
+            assert isinstance(torch.empty(2), FakeTensor)

@@ -13,10 +13,9 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
-from xla_ckpt import _offload, _saved, _xla
+from xla_ckpt import _compat, _offload, _saved, _xla
 from xla_ckpt._record import LEAF_TYPES, CheckpointError, fn_name as _name, tensors
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Fence
@@ -73,7 +72,7 @@ def recompute(region: "_Region") -> None:
     # a factory op makes under any mode is not functionalized (torch_xla wraps it only when no mode
     # intercepts), and fn's in-place ops on it replay as other ops (bernoulli_ for the forward's
     # bernoulli). fn's own recomputed ops still pass through those modes (FlopCounterMode counts them).
-    with _disable_current_modes():
+    with _compat.without_callers_modes():
         _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
         fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
         if region.program is None:
