@@ -37,6 +37,9 @@ XLA_SLICE_FAILS = {"mistral", "gemma2", "gemma3", "gpt_oss"}
 # ("histogram_cpu" not implemented for 'Int'): the unwrapped default model fails on XLA, with or without
 # xla_ckpt. These train there with HF's reference experts (set_experts_implementation("eager"): a loop over
 # experts with one_hot / where / index_add), the reference and every preset alike.
+# PhiMoE's router (PhimoeTopKRouter) subclasses nn.Linear with its own forward (router jitter): presets
+# with patch_linear leave it alone and say so (the notice is expected there; the rest is patched).
+OWN_FORWARD_LINEAR = {"phimoe"}
 XLA_HISTC_FAILS = {"mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "phimoe", "granitemoe", "gpt_oss", "deepseek_v3"}
 
 _ROWS: dict[tuple[str, str], dict[str, Any]] = {}
@@ -108,6 +111,8 @@ def _trains(arch: str, device: torch.device, presets: list[str]) -> None:
         model = hf_models.to_device(copy.deepcopy(base), device)
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # e.g. "rule matched no module" is a failure here
+            if arch in OWN_FORWARD_LINEAR:
+                warnings.filterwarnings("ignore", r"xla_ckpt\.patch_linear left these nn\.Linear subclasses", UserWarning)
             report = xla_ckpt.apply(model, preset)
         assert sorted(w.name for w in report.wrapped) == sorted(blocks), report
         with warnings.catch_warnings():
