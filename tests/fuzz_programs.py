@@ -32,24 +32,13 @@ N = 4
 NAMES = ("qkv", "up", "attn")
 INDEX = (3, 1, 0, 2)
 
-# Tensors made inside the region and views over them (issue 20: on XLA, a factory op under a
-# dispatch mode returned a tensor outside functionalization, and its views read wrong elements).
-# A variant is a seed: it picks the factory and a chain of views (see _fresh_chain).
-FACTORIES = ("arange", "full_written", "eye", "linspace", "one_hot", "constant", "from_cpu", "randn", "new_full",
-             "zeros_index_put")
-CHAINS = 4096
-FRESH_MENU: list[tuple[str, int, int]] = [
-    ("factory", 1, len(FACTORIES) * CHAINS), ("view_chain", 1, CHAINS), ("index_put_fresh", 1, 4),
-]
-FRESH_KINDS = tuple(m[0] for m in FRESH_MENU)
-
 # (kind, number of operands, number of variants)
 MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
     ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 3), ("inplace_last", 0, 4), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1),
-] + FRESH_MENU
+]
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
@@ -67,10 +56,8 @@ class Step:
 
 
 @st.composite
-def programs(draw: Callable[..., Any], allow_state: bool = True, only: Optional[tuple[str, ...]] = None
-             ) -> tuple[Step, ...]:
-    """Random programs; ``only``: draw from these kinds only (a focused fuzz)."""
-    kinds = [m for m in MENU if (allow_state or m[0] not in STATEFUL) and (only is None or m[0] in only)]
+def programs(draw: Callable[..., Any], allow_state: bool = True) -> tuple[Step, ...]:
+    kinds = [m for m in MENU if allow_state or m[0] not in STATEFUL]
     steps = []
     for _ in range(draw(st.integers(2, 9))):
         kind, arity, variants = draw(st.sampled_from(kinds))
@@ -217,8 +204,6 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = x[0].index_select(0, idx)
             elif k in NON_TENSOR_KINDS:
                 y = _non_tensor_step(k, s.variant, x[0])
-            elif k in FRESH_KINDS:
-                y = _fresh_step(k, s.variant, x[0])
             else:  # pragma: no cover
                 raise AssertionError(k)
             pool.append(y)
@@ -316,129 +301,10 @@ def _outer(kind: Optional[str]) -> Any:
     return contextlib.nullcontext()
 
 
-def _fresh_step(kind: str, variant: int, x: torch.Tensor) -> torch.Tensor:
-    """One step of a fresh-tensor kind: a (4, 4) result that depends on ``x`` (so grads flow)."""
-    if kind == "factory":
-        t = _factory(FACTORIES[variant // CHAINS], x)
-        return x * _fresh_chain(variant % CHAINS)(t) + x
-    if kind == "view_chain":
-        # Over a value of the region (an input or an intermediate): expanded to (2, 4, 4) and viewed.
-        base = x.unsqueeze(0).expand(2, N, N) if variant % 2 else x.expand(2, N, N)
-        return _fresh_chain(variant)(base)
-    return _index_put_fresh(variant, x)
-
-
-def _factory(name: str, x: torch.Tensor) -> torch.Tensor:
-    """A (2, 4, 4)-shaped tensor (any order of those sizes) made inside the region by a factory op."""
-    dev, dt = x.device, x.dtype
-    if name == "arange":
-        return torch.arange(32, device=dev, dtype=dt).reshape(2, N, N) * 0.125
-    if name == "full_written":  # written through views of the fresh tensor
-        t = torch.full((N, 2, N), 0.5, device=dev, dtype=dt)
-        t[1, 0] = 2.0
-        t[:, 1, 2:] = -1.0
-        t.select(2, 0).mul_(3.0)
-        return t
-    if name == "eye":
-        return torch.eye(N, 2 * N, device=dev, dtype=dt).reshape(N, 2, N) + torch.ones(N, 2, N, device=dev, dtype=dt)
-    if name == "linspace":
-        return torch.linspace(-1.0, 1.0, 32, device=dev, dtype=dt).reshape(N, N, 2)
-    if name == "one_hot":  # Hugging Face Mixtral's expert mask: one_hot(...).permute(2, 1, 0)
-        idx = torch.tensor([[0, 3, 1, 2], [2, 2, 0, 1]], device=dev)
-        return F.one_hot(idx, N).to(dt)  # (2, 4, 4)
-    if name == "constant":
-        return torch.tensor([[[float(i * 4 + j) - 7.5 for j in range(N)] for i in range(N)]] * 2,
-                            device=dev, dtype=dt).mul_(torch.tensor([1.0, -0.5], device=dev, dtype=dt).view(2, 1, 1))
-    if name == "from_cpu":  # a copy from the CPU inside the region
-        return torch.arange(32, dtype=dt).reshape(N, 2, N).to(dev) - 16.0
-    if name == "randn":
-        return torch.randn(2, N, N, device=dev, dtype=dt)
-    if name == "new_full":  # from x's options (passes through functionalization on XLA)
-        return x.new_full((2, N, N), 0.25) + x.new_tensor([1.0, 2.0, 3.0, 4.0])
-    if name == "zeros_index_put":
-        t = torch.zeros(2, N, N, device=dev, dtype=dt)
-        t[torch.tensor([0, 1, 1], device=dev), torch.tensor([3, 0, 2], device=dev)] = torch.tensor(
-            [1.0, 2.0, 3.0], device=dev, dtype=dt).unsqueeze(-1)
-        return t
-    raise AssertionError(name)  # pragma: no cover
-
-
-_PERMS = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
-
-
-def _fresh_chain(seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A chain of views decoded from ``seed``: 3-d views (permute, transpose, movedim, flip, unsqueeze),
-    then a 2-d result picked on the size-2 dimension (select, slicing, unbind, narrow), then a 2-d view."""
-    r = seed
-
-    def digit(n: int) -> int:
-        nonlocal r
-        r, d = divmod(r, n)
-        return d
-
-    ops3 = [digit(6) for _ in range(2)]
-    pick = digit(4)
-    last = digit(6)
-    perms = [_PERMS[digit(6)] for _ in range(2)]
-
-    def chain(t: torch.Tensor) -> torch.Tensor:
-        for op, perm in zip(ops3, perms):
-            if op == 0:
-                t = t.permute(perm)
-            elif op == 1:
-                t = t.transpose(perm[0], perm[1])
-            elif op == 2:
-                t = t.movedim(perm[0], perm[2])
-            elif op == 3:
-                t = t.flip(perm[0])
-            elif op == 4:
-                t = t.unsqueeze(perm[1]).select(perm[1], 0)
-            # op == 5: no view at this step
-        d = list(t.shape).index(2)
-        if pick == 0:
-            y = t.select(d, 1)
-        elif pick == 1:
-            y = t[(slice(None),) * d + (slice(1, 2),)].squeeze(d)
-        elif pick == 2:
-            y = t.unbind(d)[0]
-        else:
-            y = t.narrow(d, 1, 1).movedim(d, 0)[0]
-        if last == 0:
-            y = y.t()
-        elif last == 1:
-            y = y[:, 1:2].expand(N, N)
-        elif last == 2:
-            y = y.flip(1)
-        elif last == 3:
-            y = y.unsqueeze(0)[0, 2:].expand(2, 2, N).reshape(N, N)
-        elif last == 4:
-            y = y.transpose(0, 1)[::2].repeat_interleave(2, dim=0)
-        return y
-
-    return chain
-
-
-def _index_put_fresh(variant: int, x: torch.Tensor) -> torch.Tensor:
-    """A fresh zeros tensor written with values from ``x`` (index_put, slice and select assignment)."""
-    t = torch.zeros(N, N, device=x.device, dtype=x.dtype)
-    rows = torch.tensor(INDEX, device=x.device)
-    if variant == 0:
-        t[rows] = x * 2.0
-    elif variant == 1:
-        t.index_put_((rows, rows.flip(0)), x[0], accumulate=True)
-        t.index_put_((rows, rows.flip(0)), x[1], accumulate=True)
-    elif variant == 2:
-        t[1:3] = x[:2].flip(1)
-    else:
-        t[:, 2] = x[0]
-        t.t()[0] = x[:, 3]
-    return t.permute(1, 0) * x + t
-
-
 @dataclass
 class Outcome:
     error: Optional[BaseException]
-    values: list[torch.Tensor]  # each output, loss, grad of a, grads of params, b (None -> absent)
+    values: list[torch.Tensor]  # outputs, loss, grad of a, grads of params (None -> absent)
     names: list[str]
     rng: Any
 
@@ -558,9 +424,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             return Outcome(e, [], names, None)
     if policy is not None and not verify and not _planning(policy):
         assert _PHASE["reruns"] == 0, f"a saved custom op with a non-tensor output ran {_PHASE['reruns']}x in backward"
-    # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).
-    names = [f"output {i}" for i in range(len(outs))] + names
-    values = outs + [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
+    values = [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
     return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
 
 

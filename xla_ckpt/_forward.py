@@ -18,7 +18,6 @@ from xla_ckpt import _modules
 from xla_ckpt._policy import OpCall
 from xla_ckpt._record import arg_scan, op_info, written
 from xla_ckpt._replay_state import Draw, draw_source
-from xla_ckpt._xla_state import functional, made_above_functionalization
 
 if TYPE_CHECKING:
     from xla_ckpt._engine import _Region
@@ -113,9 +112,4 @@ class ForwardMode(TorchDispatchMode):
             region.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw, sig, reads)
         finally:
             self.busy = False
-        if region.on_xla and made_above_functionalization(reads):
-            # A factory op (or a copy from the CPU): fn must get the tensor torch_xla gives it outside
-            # the mode, or its views read the wrong elements (see _xla_state.functional). The record keeps
-            # the tensor under the wrapper, the one later ops reach the mode with.
-            return functional(out)
         return out

@@ -20,7 +20,6 @@ from xla_ckpt._hf import recompute_mismatch_hint
 from xla_ckpt._policy import Decision
 from xla_ckpt._record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
 from xla_ckpt._xla import buffer_key
-from xla_ckpt._xla_state import functional, made_above_functionalization
 from xla_ckpt._replay_state import Fence
 
 if TYPE_CHECKING:
@@ -77,13 +76,6 @@ class ReplayMode(TorchDispatchMode):
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
                 f"than in forward ({bad}). {hint(func, rec.module)}"
             )
-        if region.on_xla and made_above_functionalization(reads):
-            # A factory op: fn gets a functional tensor, as in forward (see _xla_state.functional).
-            return functional(self._position(func, args, kwargs, rec, pos, reads))
-        return self._position(func, args, kwargs, rec, pos, reads)
-
-    def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
-        region = self.region
         if rec.decision is not RECOMPUTE:  # SAVE or OFFLOAD: the forward's value
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
