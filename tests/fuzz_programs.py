@@ -4,12 +4,13 @@ A program is a list of steps over a pool of (4, 4) tensors. The menu covers what
 engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
 fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
 tags, Python-side state read by fn (a scale, a tensor constant built from it), tuple/dict outputs,
-keyword arguments, inputs without grad and a frozen parameter; and tensors made inside the region
+keyword arguments, inputs without grad and a frozen parameter; tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
-with chains of views over them and over the region's values (``_fresh_step``). ``run`` executes one
-program (its forward inside the library's saved-tensor hooks, a parameter or input modified after it, as drawn),
-returns everything the comparison needs (each forward output among them), and reports an exception
-instead of raising it.
+with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
+``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward.
+``run`` executes one program (its forward inside the library's saved-tensor hooks, a parameter or
+input modified after it, as drawn), returns everything the comparison needs (each forward output
+among them), and reports an exception instead of raising it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any, Callable, Optional
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import xla_ckpt
 from xla_ckpt import Decision, OpCall, policies
@@ -51,6 +54,11 @@ MENU: list[tuple[str, int, int]] = [
     ("state_index", 1, 1),
 ] + FRESH_MENU
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
+# Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
+# saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
+NON_TENSOR_MENU: list[tuple[str, int, int]] = [("pair", 1, 2), ("pair_saved", 1, 2)]
+NON_TENSOR_KINDS = tuple(m[0] for m in NON_TENSOR_MENU)
+MENU += NON_TENSOR_MENU
 KINDS = [m[0] for m in MENU]
 
 
@@ -71,6 +79,18 @@ def programs(draw: Callable[..., Any], allow_state: bool = True, only: Optional[
         kind, arity, variants = draw(st.sampled_from(kinds))
         ops = tuple(draw(st.integers(0, 63)) for _ in range(arity))
         steps.append(Step(kind, ops, draw(st.integers(0, variants - 1))))
+    return tuple(steps)
+
+
+@st.composite
+def focused_programs(draw: Callable[..., Any], kinds: tuple[str, ...]) -> tuple[Step, ...]:
+    """Random programs over ``kinds`` only (a focused fuzz)."""
+    menu = [m for m in MENU if m[0] in kinds]
+    steps = []
+    for _ in range(draw(st.integers(2, 7))):
+        kind, arity, variants = draw(st.sampled_from(menu))
+        steps.append(Step(kind, tuple(draw(st.integers(0, 63)) for _ in range(arity)),
+                          draw(st.integers(0, variants - 1))))
     return tuple(steps)
 
 
@@ -200,6 +220,8 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = x[0].index_select(0, idx)
             elif k in FRESH_KINDS:
                 y = _fresh_step(k, s.variant, x[0])
+            elif k in NON_TENSOR_KINDS:
+                y = _non_tensor_step(k, s.variant, x[0])
             else:  # pragma: no cover
                 raise AssertionError(k)
             pool.append(y)
@@ -333,6 +355,89 @@ def _index_put_fresh(variant: int, x: torch.Tensor) -> torch.Tensor:
     return t.permute(1, 0) * x + t
 
 
+# Backward-phase calls of the always-saved custom op: a saved op is never run again (torch's SAC runs
+# it once; issue 20 found it run twice). Module-level: XLA runs backward on another thread.
+_PHASE = {"backward": False, "reruns": 0}
+
+
+@torch.library.custom_op("xla_ckpt_fuzz::pair", mutates_args=())
+def _pair(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return x.sin(), x.shape[-1] - 1
+
+
+@torch.library.custom_op("xla_ckpt_fuzz::pair_saved", mutates_args=())
+def _pair_saved(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    if _PHASE["backward"]:
+        _PHASE["reruns"] += 1
+    return x.cos() * 0.5, 2
+
+
+def _save_input(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+_pair.register_autograd(lambda ctx, g, _n: g * ctx.saved_tensors[0].cos(), setup_context=_save_input)
+_pair_saved.register_autograd(lambda ctx, g, _n: g * ctx.saved_tensors[0].sin() * -0.5, setup_context=_save_input)
+PAIR_SAVED = torch.ops.xla_ckpt_fuzz.pair_saved.default
+
+
+def _non_tensor_step(kind: str, variant: int, x: torch.Tensor) -> torch.Tensor:
+    """A custom op returning ``(Tensor, int)``; the int goes back to Python and drives the next op."""
+    t, n = (_pair if kind == "pair" else _pair_saved)(x)
+    if variant == 0:
+        return t * n + x
+    return torch.cat([t[:, :n], x[:, n:]], dim=1)  # the int as a size
+
+
+def _saving_pair(steps: tuple[Step, ...], policy: Any) -> Any:
+    """``policy``, with the always-saved custom op saved where the program runs it (per-op policies;
+    a planning policy decides the whole region itself: it may recompute it)."""
+    if policy is None or not any(s.kind == "pair_saved" for s in steps) or _planning(policy):
+        return policy
+    return policies.any_of(policies.save_ops(PAIR_SAVED), policy)
+
+
+def _planning(policy: Any) -> bool:
+    return callable(getattr(policy, "plan", None))
+
+
+class _Count(TorchDispatchMode):
+    """An op counter: sees every op and passes it on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _Decompose(TorchDispatchMode):
+    """Runs an op's decomposition where it has one (the op's own kernel otherwise): other ops below it."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func.decompose(*args, **kwargs)
+        return func(*args, **kwargs) if out is NotImplemented else out
+
+
+# A dispatch mode the caller holds around backward (issue 20: a false CheckpointError on XLA, the
+# replay's stand-ins came out of functionalization under it): a profiler, an op counter, a mode
+# that re-dispatches ops through their decompositions.
+OUTER = (None, "count", "flops", "decompose")
+
+
+def _outer(kind: Optional[str]) -> Any:
+    if kind == "count":
+        return _Count()
+    if kind == "flops":
+        return FlopCounterMode(display=False)
+    if kind == "decompose":
+        return _Decompose()
+    return contextlib.nullcontext()
+
+
 @dataclass
 class Outcome:
     error: Optional[BaseException]
@@ -411,10 +516,14 @@ class _ReplayingThread:
 
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
-        hooks: str = "none", after: Optional[str] = None, thread: bool = False) -> Outcome:
+        hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None
+        ) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
-    with ``thread``, another thread replays a random region all the while (``_ReplayingThread``)."""
+    with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
+    backward inside the dispatch mode ``outer`` (``OUTER``)."""
+    policy = _saving_pair(steps, policy)
+    _PHASE["reruns"] = 0
     gen = torch.Generator().manual_seed(7)
     params = {
         "w": torch.randn(N, N, generator=gen).to(device).requires_grad_(),
@@ -441,10 +550,17 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             loss = sum(((o.float() * cot[i % 3].expand_as(o)).sum() for i, o in enumerate(outs)),
                        torch.zeros((), device=device))
             if loss.requires_grad:
-                loss.backward()
+                _PHASE["backward"] = True
+                try:
+                    with _outer(outer):
+                        loss.backward()
+                finally:
+                    _PHASE["backward"] = False
             _sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError
             return Outcome(e, [], names, None)
+    if policy is not None and not verify and not _planning(policy):
+        assert _PHASE["reruns"] == 0, f"a saved custom op with a non-tensor output ran {_PHASE['reruns']}x in backward"
     # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).
     names = [f"output {i}" for i in range(len(outs))] + names
     values = outs + [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]

@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
-from fuzz_programs import AFTER, FRESH_KINDS, HOOKS, Step, has_state, policy_specs, programs, resolve, run
+from fuzz_programs import (AFTER, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, has_state, policy_specs,
+                           programs, resolve, run)
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 # XLA:CPU fuses the checkpointed and the plain graph differently: float32 reductions round differently.
@@ -36,16 +37,16 @@ def fuzz(share: float = 1.0) -> settings:
 
 
 def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none",
-          after=None, thread: bool = False) -> str:
+          after=None, thread: bool = False, outer=None) -> str:
     """Compare one program checkpointed under ``spec`` (its forward inside ``hooks``, ``after``
     modified in place after it, another thread replaying a random region all the while if
-    ``thread``) with its plain run; return the outcome kind. With hooks, the plain run inside them
-    must equal it too."""
-    ref = run(steps, device, after=after)
+    ``thread``, backward inside the dispatch mode ``outer``) with its plain run (backward inside
+    ``outer`` too); return the outcome kind. With hooks, the plain run inside them must equal it too."""
+    ref = run(steps, device, after=after, outer=outer)
     if hooks != "none":
-        _same(ref, run(steps, device, hooks=hooks, after=after), device, EXACT if device.type == "cpu" else tol,
-              spec=False)
-    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread)
+        _same(ref, run(steps, device, hooks=hooks, after=after, outer=outer), device,
+              EXACT if device.type == "cpu" else tol, spec=False)
+    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread, outer=outer)
     return _same(ref, got, device, tol, spec=True, steps=steps, after=after)
 
 
@@ -77,21 +78,46 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
 
 @fuzz()
 @given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
-       thread=st.booleans())
-def test_fuzz_cpu(steps, spec, hooks, after, thread):
-    check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread)
+       thread=st.booleans(), outer=st.sampled_from(OUTER))
+def test_fuzz_cpu(steps, spec, hooks, after, thread, outer):
+    check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread, outer)
 
 
 @pytest.mark.xla
 @fuzz(0.2)
-@given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans())
-def test_fuzz_xla(xla_device, steps, spec, after, direct):
+@given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans(),
+       outer=st.sampled_from(OUTER))
+def test_fuzz_xla(xla_device, steps, spec, after, direct, outer):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
     from xla_ckpt import _engine
 
     previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
     try:
-        check(steps, spec, xla_device, XLA_TOL, after=after)
+        check(steps, spec, xla_device, XLA_TOL, after=after, outer=outer)
+    finally:
+        _engine.DIRECT[0] = previous
+
+
+# Issue 20: a dispatch mode around backward (the XLA replay's stand-ins left functionalization under
+# it: a false CheckpointError at a dropout), custom ops returning (Tensor, int) (a saved one ran again).
+MODES = ("pair", "pair_saved", "dropout", "rand_mask", "linear", "act", "add", "view", "inplace_last")
+
+
+@fuzz(0.3)
+@given(steps=focused_programs(MODES), spec=policy_specs(), outer=st.sampled_from(OUTER[1:]))
+def test_fuzz_outer_modes_and_non_tensor_outputs_cpu(steps, spec, outer):
+    check(steps, spec, torch.device("cpu"), EXACT, outer=outer)
+
+
+@pytest.mark.xla
+@fuzz(0.15)
+@given(steps=focused_programs(MODES), spec=policy_specs(), outer=st.sampled_from(OUTER[1:]), direct=st.booleans())
+def test_fuzz_outer_modes_and_non_tensor_outputs_xla(xla_device, steps, spec, outer, direct):
+    from xla_ckpt import _engine
+
+    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
+    try:
+        check(steps, spec, xla_device, XLA_TOL, outer=outer)
     finally:
         _engine.DIRECT[0] = previous
 

@@ -1,11 +1,14 @@
-"""13 Hugging Face architectures, default configs (use_cache=True, dropout on), through every shipped preset.
+"""22 Hugging Face architectures, default configs (use_cache=True, dropout on), through every shipped preset.
+
+Among them 8 mixture-of-experts decoders (Mixtral, OLMoE, Qwen2-MoE, Qwen3-MoE, PhiMoE, GraniteMoE,
+GPT-OSS, DeepSeek-V3) and two encoder-decoders (T5, BART).
 
 Per architecture and device: loss and every parameter grad equal the unwrapped model's (a deepcopy, same
 seed), no grad is None, and fewer bytes are kept (``saved_activations().nbytes`` ratio < 1). CPU runs
 every preset; XLA:CPU runs each architecture with one preset, round robin, so every preset meets several
 architectures there (``XLA_CKPT_HF_FULL=1``: every preset on XLA too). ``XLA_CKPT_HF_TABLE=PATH`` writes
 the table of docs/huggingface.md (architecture x preset: max grad difference / bytes ratio) as Markdown.
-`make test` runs the first architecture only; the other twelve are in the slow tier (`make test-all`).
+`make test` runs Llama (CPU and XLA) and Mixtral (CPU, `full`); the rest is in the slow tier (`make test-all`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,21 @@ FULL = os.environ.get("XLA_CKPT_HF_FULL") == "1"
 # `full_key_states[:, :, -self.sliding_window + 1:, :]`): the unwrapped default config fails on XLA
 # for these (sliding-window layers at their default window), with or without xla_ckpt. Wrapped, the
 # cache is off in training, so they train; their reference is the unwrapped model with use_cache=False.
-XLA_SLICE_FAILS = {"mistral", "gemma2", "gemma3"}
+XLA_SLICE_FAILS = {"mistral", "gemma2", "gemma3", "gpt_oss"}
+# Transformers 5's default experts ("grouped_mm") count tokens per expert with torch.histc on an int32
+# tensor off the CPU; torch_xla has no histc and falls back to the CPU kernel, which has no int version
+# ("histogram_cpu" not implemented for 'Int'): the unwrapped default model fails on XLA, with or without
+# xla_ckpt. These train there with HF's reference experts (set_experts_implementation("eager"): a loop over
+# experts with one_hot / where / index_add), the reference and every preset alike.
+# PhiMoE's router (PhimoeTopKRouter) subclasses nn.Linear with its own forward (router jitter): presets
+# with patch_linear leave it alone and say so (the notice is expected there; the rest is patched).
+OWN_FORWARD_LINEAR = {"phimoe"}
+XLA_HISTC_FAILS = {"mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "phimoe", "granitemoe", "gpt_oss", "deepseek_v3"}
+
+# On XLA:CPU the MoE rows cost minutes each (Mixtral 1-8 min here): test-all runs Mixtral (the one_hot /
+# permute path of issue 20) and GPT-OSS (both fallbacks); XLA_CKPT_HF_MOE_XLA=1 runs all eight.
+XLA_MOE_RUN = {"mixtral", "gpt_oss"}
+MOE_XLA = os.environ.get("XLA_CKPT_HF_MOE_XLA") == "1"
 
 _ROWS: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -62,27 +79,46 @@ def _step(model: torch.nn.Module, batch: dict[str, Any], device: torch.device):
     return loss.detach().cpu(), grads, kept.nbytes
 
 
-# The fast tier trains one architecture (the first: Llama) on both devices; the full table is slow.
-@pytest.mark.parametrize("arch", [ARCHS[0], *(pytest.param(a, marks=pytest.mark.slow) for a in ARCHS[1:])])
-def test_default_config_trains_through_every_preset(arch, device):
+def _reference(arch: str, base: torch.nn.Module, batch: dict[str, Any], device: torch.device, row: dict):
+    """The unwrapped default model's step; on XLA, where torch_xla cannot run it (see above), the nearest
+    configuration it runs (said in the row, and used for the presets too)."""
+    failed: list[str] = []
+    batch = dict(batch)  # wrapped, the cache is off in training: the presets keep the default call
+    while True:
+        try:
+            ref = _step(hf_models.to_device(copy.deepcopy(base), device), batch, device)
+            break
+        except (RuntimeError, NotImplementedError) as e:
+            if "histogram_cpu" in str(e) and "histc" not in failed:
+                assert device.type == "xla" and arch in XLA_HISTC_FAILS, e
+                failed.append("histc")
+                base.set_experts_implementation("eager")
+            elif "out of range" in str(e) and "slice" not in failed:
+                assert device.type == "xla" and arch in XLA_SLICE_FAILS, e
+                failed.append("slice")
+                batch["use_cache"] = False
+            else:
+                raise
+    why = {"histc": "torch.histc on int (grouped_mm experts; eager experts here)", "slice": "torch_xla slice"}
+    row["default"] = f"fails without xla_ckpt ({'; '.join(why[f] for f in failed)})" if failed else "ok"
+    return ref
+
+
+def _trains(arch: str, device: torch.device, presets: list[str]) -> None:
     base = hf_models.build(arch)
     assert base.config.to_dict().get("use_cache", True) is not False  # the default config, cache on
     batch = hf_models.batch(arch, base, device=device)
     blocks = xla_ckpt.find_blocks(base)
-    assert len(blocks) == (4 if arch == "t5" else 2), blocks  # T5: encoder and decoder blocks
+    seq2seq = hf_models.ARCHS[arch][3] == "seq2seq"
+    assert len(blocks) == (4 if seq2seq else 2), blocks  # T5, BART: encoder and decoder blocks
     row = _ROWS.setdefault((arch, device.type), {})
-    try:
-        ref = _step(hf_models.to_device(copy.deepcopy(base), device), batch, device)
-        row["default"] = "ok"
-    except RuntimeError as e:
-        assert device.type == "xla" and arch in XLA_SLICE_FAILS and "out of range" in str(e), e
-        row["default"] = "fails without xla_ckpt (torch_xla slice)"
-        ref = _step(hf_models.to_device(copy.deepcopy(base), device), {**batch, "use_cache": False}, device)
-    ref_loss, ref_grads, ref_bytes = ref
-    for preset in _presets_for(arch, device):
+    ref_loss, ref_grads, ref_bytes = _reference(arch, base, batch, device, row)
+    for preset in presets:
         model = hf_models.to_device(copy.deepcopy(base), device)
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # e.g. "rule matched no module" is a failure here
+            if arch in OWN_FORWARD_LINEAR:
+                warnings.filterwarnings("ignore", r"xla_ckpt\.patch_linear left these nn\.Linear subclasses", UserWarning)
             report = xla_ckpt.apply(model, preset)
         assert sorted(w.name for w in report.wrapped) == sorted(blocks), report
         with warnings.catch_warnings():
@@ -99,6 +135,20 @@ def test_default_config_trains_through_every_preset(arch, device):
         ratio = nbytes / ref_bytes
         assert ratio < 1, f"{arch} {preset}: kept {nbytes} bytes, {ref_bytes} without checkpointing"
         row[preset] = (diff, ratio)
+
+
+# The fast tier trains one architecture (the first: Llama) on both devices; the full table is slow.
+@pytest.mark.parametrize("arch", [ARCHS[0], *(pytest.param(a, marks=pytest.mark.slow) for a in ARCHS[1:])])
+def test_default_config_trains_through_every_preset(arch, device):
+    if device.type == "xla" and arch in XLA_HISTC_FAILS - XLA_MOE_RUN and not MOE_XLA:
+        pytest.skip(f"{arch} on XLA:CPU takes minutes (every data-dependent nonzero/where in the eager experts "
+                    "runs a graph); Mixtral and GPT-OSS cover the MoE path there. XLA_CKPT_HF_MOE_XLA=1 runs it")
+    _trains(arch, device, _presets_for(arch, device))
+
+
+def test_a_moe_decoder_trains_fast():
+    """Fast tier: one mixture-of-experts decoder (Mixtral, ~4 s) on CPU under full recompute."""
+    _trains("mixtral", torch.device("cpu"), ["full"])
 
 
 @pytest.fixture(scope="module", autouse=True)

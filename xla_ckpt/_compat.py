@@ -7,9 +7,10 @@ feature, never by comparing version strings elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import inspect
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -22,6 +23,7 @@ __all__ = [
     "current_node_meta",
     "object_by_id",
     "deref",
+    "without_callers_modes",
 ]
 
 
@@ -92,3 +94,22 @@ def object_by_id(key: int) -> Any:
     ``context_fn`` (it rebuilds the partial from constants), not arbitrary policy objects.
     """
     return ctypes.cast(key, ctypes.py_object).value
+
+
+_MODE_KEYS = tuple(getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "__members__", {}).values())
+
+
+@contextlib.contextmanager
+def without_callers_modes() -> Iterator[None]:
+    """The caller's dispatch modes (a profiler, an op counter) off the stack for the ``with`` body.
+
+    Left alone when none is active, or when an infrastructure mode is (fake tensors, tracing,
+    functionalization: what the body makes must stay theirs). Private torch API, here in one place.
+    """
+    if torch._C._len_torch_dispatch_stack() == 0 or any(torch._C._get_dispatch_mode(k) is not None for k in _MODE_KEYS):
+        yield
+        return
+    from torch.utils._python_dispatch import _disable_current_modes  # noqa: PLC0415
+
+    with _disable_current_modes():
+        yield

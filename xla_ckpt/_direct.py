@@ -120,7 +120,10 @@ class Program:
             for step in self.steps:
                 out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
                 for j, t in enumerate(tensors(out)):
+                    # Every value here is a functional wrapper: a factory op (no tensor argument) run
+                    # under the caller's dispatch mode (a profiler around backward) comes out bare.
                     ref = step.ref + (j,)
+                    t = _wrap(t)
                     env[ref] = t
                     sharding = shardings.get(ref) if shardings else None
                     if sharding is not None:

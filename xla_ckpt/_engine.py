@@ -111,7 +111,7 @@ class _Region:
         self.dirty: set[int] = set()
         self.input_versions: tuple[int, ...] = ()
         self.flow: Optional[Dataflow] = Dataflow(self.inputs)  # until the end of forward
-        self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device)
+        self.absent: dict[int, tuple] = {}  # inputs backward does not read: (shape, stride, dtype, device, requires_grad, functional)
         self.host: Optional[_offload.Link] = None  # the OFFLOAD entries moved to the host tier (_offload)
         self.outside = Watch()  # outside tensors backward reads: versions, the replay's reads (_external)
         # XLA: the forward's ops, recorded until the end of forward, and the program replayed in

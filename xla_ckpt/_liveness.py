@@ -48,7 +48,8 @@ def analyse(
         deps: per position, the producers of its tensor arguments (codes as above).
         saved: positions whose outputs are in the cache.
         packed: producer of each tensor autograd saved inside the region.
-        always: positions that run whatever is needed (writes, ops returning Python values).
+        always: positions the replay must reach whatever is needed (writes, ops returning Python
+            values): recomputed if not saved, handed out from the cache if saved.
     """
     live: set[int] = set()
     cached: set[int] = set()
@@ -64,7 +65,10 @@ def analyse(
             inputs.add(INPUT - p)
         elif p == EXTERNAL:
             continue
-        elif p in saved and p not in always:
+        elif p in saved:
+            # Saved ops that must run (their results go back to Python: a custom op's ``(Tensor, int)``,
+            # ``item()``) hand out the cached results, Python values included: a saved op is never rerun
+            # (torch's SAC runs it once too). Ops that write are never saved (``_Region._decide``).
             cached.add(p)
         else:
             live.add(p)

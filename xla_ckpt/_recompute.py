@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 import torch
 from torch.utils._pytree import tree_map
 
-from xla_ckpt import _offload, _saved, _xla
+from xla_ckpt import _compat, _offload, _saved, _xla
 from xla_ckpt._record import LEAF_TYPES, CheckpointError, fn_name as _name, tensors
 from xla_ckpt._replay import ReplayMode
 from xla_ckpt._replay_state import Fence
@@ -32,9 +32,13 @@ def _replay_inputs(region: "_Region", fence: Optional[Fence]) -> tuple[tuple, di
 
     def start(t: Any) -> Any:
         if isinstance(t, Absent):
-            shape, stride, dtype, device, requires_grad = region.absent[t.index]
-            # Backward reads nothing of this input: a stand-in of its shape (the replay checks).
-            return torch.empty_strided(shape, stride, dtype=dtype, device=device).requires_grad_(requires_grad)
+            shape, stride, dtype, device, requires_grad, functional = region.absent[t.index]
+            # Backward reads nothing of this input: a stand-in of its shape (the replay checks), of the
+            # forward input's kind (XLA: functionalized or not), or fn's ops on it would replay as others.
+            d = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            if torch._is_functional_tensor(d) != functional:
+                d = torch._to_functional_tensor(d) if functional else torch._from_functional_tensor(d)
+            return d.requires_grad_(requires_grad)
         if not isinstance(t, torch.Tensor):
             return t
         i = index.get(id(t))
@@ -63,8 +67,16 @@ def recompute(region: "_Region") -> None:
     """Recompute what autograd saved in ``region``: its recorded program (XLA), or ``fn`` run again."""
     region._check_inputs()
     region.outside.check(_name(region.fn))
-    _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
-    fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
+    # What the recompute starts from is made with the caller's dispatch modes (a profiler, an op
+    # counter around backward) taken off the stack, as the forward made its inputs: on XLA a tensor
+    # a factory op makes under any mode is not functionalized (torch_xla wraps it only when no mode
+    # intercepts), and fn's in-place ops on it replay as other ops (bernoulli_ for the forward's
+    # bernoulli). fn's own recomputed ops still pass through those modes (FlopCounterMode counts them).
+    with _compat.without_callers_modes():
+        _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
+        fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
+        if region.program is None:
+            args, kwargs = _replay_inputs(region, fence)
     if region.program is not None:
         with contextlib.ExitStack() as stack:
             for device_type, _, _ in region.autocast:  # the recorded ops are autocast's outputs already
@@ -72,7 +84,6 @@ def recompute(region: "_Region") -> None:
             region.recomputed = region.program.run(region, fence, _barrier)
         region.outside.refresh()
         return
-    args, kwargs = _replay_inputs(region, fence)
     if fence is not None:
         _barrier(tensors((args, kwargs)) + [fence.zero])
     region.recomputed = []

@@ -92,7 +92,7 @@ def keep_only_live(region: "_Region", flow: Dataflow, early: list[torch.Tensor])
         return lv.live
     for i, t in enumerate(region.inputs):
         if i not in lv.inputs and i not in region.absent:
-            region.absent[i] = (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
+            region.absent[i] = (t.shape, t.stride(), t.dtype, t.device, t.requires_grad, torch._is_functional_tensor(t))
     if region.absent:
         gone = {id(region.inputs[i]): i for i in region.absent}
         region.args, region.kwargs = tree_map(

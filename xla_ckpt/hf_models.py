@@ -1,4 +1,4 @@
-"""Small Hugging Face models of 13 architectures, from their default configs (random init, nothing downloaded).
+"""Small Hugging Face models of 22 architectures (8 mixture-of-experts decoders), from their default configs (random init, nothing downloaded).
 
 For ``python -m xla_ckpt explain --model ARCH``, ``bench/memory.py --model ARCH`` and the tests. Only
 sizes are set; everything else, ``use_cache=True`` and dropout included, is the config class's
@@ -49,6 +49,32 @@ def _vit(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, A
                 patch_size=4, image_size=4 * math.ceil(math.sqrt(seq)))
 
 
+# Mixture-of-experts decoders: 4 experts, top-2 routing (the defaults route to 2-8 of 8-256), each expert
+# as wide as a dense MLP here; every other field (router noise, aux loss, shared experts) is the default.
+_EXPERTS = {"num_experts_per_tok": 2}
+
+
+def _moe(key: str, **extra: Any) -> Callable[..., dict[str, Any]]:
+    def sizes(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+        return {**_decoder(d, n_layer, n_head, seq, vocab), key: 4, **_EXPERTS,
+                **{k: (2 * d if v == "2d" else d // n_head if v == "head" else v) for k, v in extra.items()}}
+    return sizes
+
+
+def _deepseek_v3(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    # Multi-head latent attention at small ranks; layer 0 dense, the rest MoE (the default: 3 dense of 61).
+    head = d // n_head
+    return {**_decoder(d, n_layer, n_head, seq, vocab), "moe_intermediate_size": 2 * d, "n_routed_experts": 4,
+            **_EXPERTS, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "kv_lora_rank": d // 2,
+            "q_lora_rank": d // 2, "qk_rope_head_dim": head // 2, "qk_nope_head_dim": head // 2, "v_head_dim": head}
+
+
+def _bart(d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> dict[str, Any]:
+    return dict(vocab_size=vocab, d_model=d, encoder_layers=n_layer, decoder_layers=n_layer, encoder_ffn_dim=2 * d,
+                decoder_ffn_dim=2 * d, encoder_attention_heads=n_head, decoder_attention_heads=n_head,
+                max_position_embeddings=seq)
+
+
 # name -> (config class, model class, sizes -> config kwargs, input kind)
 ARCHS: dict[str, tuple[str, str, Callable[..., dict[str, Any]], str]] = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", _decoder, "causal"),
@@ -63,6 +89,17 @@ ARCHS: dict[str, tuple[str, str, Callable[..., dict[str, Any]], str]] = {
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _encoder, "causal"),
     "bert": ("BertConfig", "BertForMaskedLM", _encoder, "masked"),
     "t5": ("T5Config", "T5ForConditionalGeneration", _t5, "seq2seq"),
+    "bart": ("BartConfig", "BartForConditionalGeneration", _bart, "seq2seq"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", _moe("num_local_experts"), "causal"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", _moe("num_experts"), "causal"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  _moe("num_experts", moe_intermediate_size="2d", shared_expert_intermediate_size="2d"), "causal"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", _moe("num_experts", moe_intermediate_size="2d",
+                                                                 head_dim="head"), "causal"),
+    "phimoe": ("PhimoeConfig", "PhimoeForCausalLM", _moe("num_local_experts"), "causal"),
+    "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM", _moe("num_local_experts"), "causal"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", _moe("num_local_experts", head_dim="head"), "causal"),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", _deepseek_v3, "causal"),
     "vit": ("ViTConfig", "ViTForImageClassification", _vit, "image"),
 }
 

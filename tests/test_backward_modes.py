@@ -1,0 +1,171 @@
+"""Replay under the caller's dispatch modes, and saved ops with non-tensor outputs (issue 20, items 3 and 4).
+
+A dispatch mode around ``loss.backward()`` (a profiler, an op counter) must change nothing: the
+recompute gives the plain run's gradients, on CPU and on XLA through both replays (the recorded
+program and fn run again), and the mode still sees the recomputed ops. On XLA a stand-in the
+recompute made under such a mode left functionalization, and fn's dropout replayed as another op
+(a false ``CheckpointError``). A saved op returning ``(Tensor, int)`` hands out its cached results in
+backward, the int included: it runs once, as under torch's SAC (its ``test_function_with_non_tensor_output``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import xla_ckpt
+from helpers import OpCounter
+from xla_ckpt import _engine, policies
+
+aten = torch.ops.aten
+# XLA:CPU compiles the checkpointed and the plain step into different graphs (fusion rounding).
+XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
+POLICIES = ["nothing_saveable", "dots_saveable", "everything_saveable", policies.save_ops(aten.mm, aten.mul)]
+
+
+class Decompose(TorchDispatchMode):
+    """Runs each op's decomposition where it has one (a mode that re-dispatches ops differently)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func.decompose(*args, **kwargs)
+        return func(*args, **kwargs) if out is NotImplemented else out
+
+
+@pytest.fixture(params=[True, False], ids=["direct", "fn_again"])
+def direct(request):
+    """XLA: the recorded-program replay where the region allows it, or fn run again (CPU: fn again)."""
+    previous, _engine.DIRECT[0] = _engine.DIRECT[0], request.param
+    yield request.param
+    _engine.DIRECT[0] = previous
+
+
+def _seed(device: torch.device) -> None:
+    torch.manual_seed(3)
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(3, device)
+
+
+def _dropout_between_matmuls(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    # x * 2: backward reads nothing of x, so the region drops it and the replay starts from a stand-in.
+    h = torch.dropout(x * 2.0, 0.5, True)
+    return (h @ w).sin() @ w
+
+
+def _step(device: torch.device, policy, mode) -> tuple[list[torch.Tensor], OpCounter]:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, generator=gen).to(device).requires_grad_()
+    w = torch.randn(8, 8, generator=gen).to(device).requires_grad_()
+    _seed(device)
+    out = _dropout_between_matmuls(x, w) if policy is None else xla_ckpt.checkpoint(
+        _dropout_between_matmuls, x, w, policy=policy)
+    with OpCounter() as counter, mode():
+        out.sum().backward()
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+    return [out.detach().cpu(), x.grad.cpu(), w.grad.cpu()], counter
+
+
+@pytest.mark.parametrize("mode", [OpCounter, Decompose], ids=["counter", "decompose"])
+@pytest.mark.parametrize("policy", POLICIES, ids=str)
+def test_dropout_region_under_a_mode_around_backward(device, direct, policy, mode):
+    ref, plain = _step(device, None, mode)
+    got, counted = _step(device, policy, mode)
+    tol = XLA_TOL if device.type == "xla" else {"rtol": 0.0, "atol": 0.0}
+    for name, r, g in zip(("output", "x.grad", "w.grad"), ref, got):
+        torch.testing.assert_close(g, r, msg=lambda m, name=name: f"{name}: {m}", **tol)
+    if policy == "nothing_saveable":
+        # The caller's modes still see the recompute: matmuls run again in backward.
+        assert counted.count(aten.mm) > plain.count(aten.mm), (counted.counts, plain.counts)
+
+
+# torch's test_function_with_non_tensor_output (test_autograd.py, TestSelectiveActivationCheckpoint).
+_CALLS = [0]
+
+
+@torch.library.custom_op("xla_ckpt_test::sin_with_extra", mutates_args=())
+def sin_with_extra(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    _CALLS[0] += 1
+    return x.sin(), 2
+
+
+def _save_x(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+    ctx.save_for_backward(inputs[0])
+
+
+sin_with_extra.register_autograd(lambda ctx, g, _n: g * ctx.saved_tensors[0].cos(), setup_context=_save_x)
+SIN_WITH_EXTRA = torch.ops.xla_ckpt_test.sin_with_extra.default
+
+
+@pytest.mark.parametrize("use", ["returned", "as_scale", "as_size"])
+@pytest.mark.parametrize(
+    "policy, calls", [(policies.save_ops(SIN_WITH_EXTRA), 1), ("everything_saveable", 1), ("nothing_saveable", 2)],
+    ids=["save_ops", "everything", "nothing"])
+def test_saved_op_with_a_non_tensor_output_runs_once(device, direct, policy, calls, use):
+    """Saved: one call (its int comes from the cache too). Recomputed by the policy: two."""
+    def fn(x: torch.Tensor):
+        y, n = sin_with_extra(x)
+        if use == "returned":
+            return y, n
+        if use == "as_scale":
+            return (y * n).cos()
+        return torch.cat([y[:, :n].exp(), x[:, n:]], dim=1)
+
+    def plain_grad() -> torch.Tensor:
+        x = x0.detach().clone().to(device).requires_grad_()
+        out = fn(x)
+        (out[0] if use == "returned" else out).sum().backward()
+        return x.grad.cpu()
+
+    x0 = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    ref = plain_grad()
+    x = x0.to(device).requires_grad_()
+    _CALLS[0] = 0
+    out = xla_ckpt.checkpoint(fn, x, policy=policy)
+    if use == "returned":
+        assert out[1] == 2
+        out = out[0]
+    out.sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad.cpu(), ref, **(XLA_TOL if device.type == "xla" else {}))
+    if device.type == "xla" and direct and use == "returned":
+        calls = 1  # the recorded program runs only what backward reads: nothing reads y or n
+    assert _CALLS[0] == calls
+
+
+def test_saved_item_is_not_read_again():
+    """``item()`` (an op returning a Python number) under a policy that saves it: not run in backward."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.sin() * x.sum().item()
+
+    x = torch.randn(3, requires_grad=True)
+    for policy, reads in (("everything_saveable", 0), ("nothing_saveable", 1)):
+        x.grad = None
+        out = xla_ckpt.checkpoint(fn, x, policy=policy)
+        with OpCounter() as counter:
+            out.sum().backward()
+        assert counter.count(aten._local_scalar_dense) == reads, (policy, counter.counts)
+        x2 = x.detach().requires_grad_()
+        fn(x2).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_only_the_callers_modes_are_taken_off_for_the_recompute_inputs():
+    """A profiler's mode is off the stack while the recompute makes its inputs; fake tensors stay fake."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from xla_ckpt import _compat
+
+    with OpCounter() as counter:
+        with _compat.without_callers_modes():
+            torch.empty(2)
+        torch.empty(1)
+    assert counter.count(aten.empty) == 1
+    with FakeTensorMode():
+        with _compat.without_callers_modes():
+            assert isinstance(torch.empty(2), FakeTensor)
