@@ -211,11 +211,17 @@ def turn_off_hf_checkpointing(root: nn.Module, who: str) -> list[str]:
         cls = type(root)
         _warn_once(_warned_flag, cls, (
             f"xla_ckpt.{who}: Hugging Face gradient checkpointing was on for {cls.__name__} "
-            f"({len(names)} modules, e.g. '{names[0] or '<root>'}'); turned it off so that each module is "
+            f"({len(names)} modules, e.g. {_example(names, cls)}); turned it off so that each module is "
             "checkpointed once, by xla_ckpt (HF's torch.utils.checkpoint also fails on XLA). Do not call "
             "gradient_checkpointing_enable()/activation_checkpointing_enable() with xla_ckpt."
         ))
     return names
+
+
+def _example(names: list[str], cls: type) -> str:
+    """A module to name in the notice: a real path, the model's own class when only the root had it."""
+    named = [n for n in names if n]
+    return f"'{named[0]}'" if named else f"the model itself ({cls.__name__})"
 
 
 def hf_block_classes(model: nn.Module) -> set[str]:

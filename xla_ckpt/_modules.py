@@ -32,7 +32,7 @@ from torch.nn.modules import module as _module_mod
 
 from xla_ckpt import _compat
 
-__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled"]
+__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules"]
 
 # Frames of these functions run a module's forward; their ``self`` is the module.
 _CALL_CODES: frozenset[CodeType] = frozenset(
@@ -140,7 +140,7 @@ def in_compiled() -> bool:
     return any(type(m).__name__ == "OptimizedModule" for m in _local.stack)
 
 
-def _running_modules() -> list[nn.Module]:
+def running_modules() -> list[nn.Module]:
     """Modules whose forward is running in this thread, outermost first, from the Python stack."""
     found: list[nn.Module] = []
     frame = sys._getframe(1)
@@ -170,7 +170,7 @@ def tracking() -> Iterator[None]:
         if loc.depth == 0:
             loc.stack.clear()
             loc.names.clear()
-            running = _running_modules()
+            running = running_modules()
             if loc.pending is not None and (not running or running[-1] is not loc.pending):
                 running.append(loc.pending)
             for m in running:

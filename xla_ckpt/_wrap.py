@@ -59,8 +59,12 @@ def _prepare(module: nn.Module, cache: Optional[_hf.CachePlan], args: tuple, kwa
     """Per call, before the region: HF's own checkpointing off (it would nest a second one inside
     ours; the flag may have been set after wrapping) and any KV cache off in training. ``cache`` was
     read from the forward's signature when it was wrapped: nothing here inspects or caches (Dynamo)."""
-    if getattr(module, "gradient_checkpointing", None) is True:
-        _hf.turn_off_hf_checkpointing(module, "checkpointed")
+    if getattr(module, "gradient_checkpointing", None) is True and not _compat.is_compiling():
+        # Set after wrapping (Trainer(gradient_checkpointing=True) calls gradient_checkpointing_enable() when
+        # training starts): turn it off on the whole model being called, not just on this layer, and
+        # name the modules from there.
+        running = _modules.running_modules()
+        _hf.turn_off_hf_checkpointing(running[0] if running else module, "checkpointed")
     return (args, kwargs) if cache is None else cache.apply(module, args, kwargs)
 
 
