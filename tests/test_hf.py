@@ -194,3 +194,66 @@ def test_trainer_runs_with_a_preset(tmp_path):
                          timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "TRAINED" in run.stdout
+
+
+def test_find_blocks_swin_picks_layers_not_stages():
+    """Swin lists its stages in _no_split_modules; each stage holds a ModuleList of SwinLayer blocks."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                                  window_size=4, num_labels=3)
+    torch.manual_seed(0)
+    model = transformers.SwinForImageClassification(cfg).train()
+    blocks = xla_ckpt.find_blocks(model)
+    assert blocks == [f"swin.encoder.layers.{s}.blocks.{i}" for s in range(2) for i in range(2)], blocks
+    assert {type(model.get_submodule(b)).__name__ for b in blocks} == {"SwinLayer"}
+    ref = copy.deepcopy(model)
+    batch = {"pixel_values": torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1)),
+             "labels": torch.tensor([0, 2])}
+    report = xla_ckpt.apply(model, "full")
+    assert [w.cls for w in report.wrapped] == ["SwinLayer"] * 4
+    assert_same(_grads(ref, batch), _grads(model, batch))
+
+
+class _LoRA(nn.Module):
+    """What peft's LoRA puts in place of a Linear: the frozen base layer plus a trainable low-rank path."""
+
+    def __init__(self, base: nn.Linear, r: int = 4) -> None:
+        super().__init__()
+        self.base_layer = base
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.normal_(self.lora_B.weight)
+
+    def forward(self, x):
+        return self.base_layer(x) + self.lora_B(self.lora_A(x)) * 2.0
+
+
+def test_lora_fsdp_xla_keeps_no_more_than_megatron_selective():
+    """The corrected linear (fsdp_xla patches every Linear) kept the input of each frozen base layer."""
+    base = _llama()
+    base.requires_grad_(False)
+    for layer in base.model.layers:
+        layer.self_attn.q_proj = _LoRA(layer.self_attn.q_proj)
+        layer.self_attn.v_proj = _LoRA(layer.self_attn.v_proj)
+    batch = hf_models.batch("llama", base)
+    ref = _grads(copy.deepcopy(base), batch)
+    kept = {}
+    for preset in ("megatron_selective", "fsdp_xla"):
+        model = copy.deepcopy(base)
+        xla_ckpt.apply(model, preset)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the cache notice
+            with xla_ckpt.saved_activations() as report:
+                got = _grads(model, batch)
+        kept[preset] = report.nbytes
+        assert all(g is not None for g, p in zip(got[1], model.parameters()) if p.requires_grad)
+        assert_same(ref, got)
+    assert kept["fsdp_xla"] == kept["megatron_selective"], kept  # 93572 bytes each on transformers 5.24
+    plain = copy.deepcopy(base)
+    xla_ckpt.patch_linear(plain)
+    with xla_ckpt.saved_activations() as patched, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        plain(**batch)
+    with xla_ckpt.saved_activations() as stock:
+        copy.deepcopy(base)(**batch)
+    assert patched.nbytes == stock.nbytes  # the corrected linear alone keeps what F.linear keeps
