@@ -157,10 +157,12 @@ from xla_ckpt import hf_models
 base = hf_models.build("llama")
 data = [{k: v[0] for k, v in hf_models.batch("llama", base, batch=1, seed=i).items()} for i in range(4)]
 
-def train(model):
+GC = len(sys.argv) > 2 and sys.argv[2] == "gc"  # Trainer(gradient_checkpointing=True) on the wrapped model
+
+def train(model, gc=False):
     args = transformers.TrainingArguments(
         output_dir=sys.argv[1], max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2, use_cpu=True,
-        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0)
+        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, gradient_checkpointing=gc)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
     loss = trainer.train().training_loss
     assert trainer.args.device.type == "cpu", trainer.args.device
@@ -170,9 +172,13 @@ ref_loss, ref_params = train(copy.deepcopy(base))
 model = copy.deepcopy(base)
 assert len(xla_ckpt.apply(model, "fsdp_xla").wrapped) == 2  # weights_by_reference: model.forward replaced
 assert "input_ids" in inspect.signature(model.forward).parameters
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", UserWarning)
-    loss, params = train(model)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", UserWarning)
+    loss, params = train(model, gc=GC)
+if GC:  # Trainer turned HF's checkpointing on after apply(): turned off again, on the whole model
+    notices = [str(w.message) for w in caught if "Hugging Face gradient checkpointing was on" in str(w.message)]
+    assert len(notices) == 1 and "<root>" not in notices[0] and "e.g. 'model'" in notices[0], notices
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
 torch.testing.assert_close(torch.tensor(loss), torch.tensor(ref_loss))
 moved = False
 for p0, r, p in zip(base.parameters(), ref_params, params):
@@ -183,14 +189,19 @@ print("TRAINED", loss)
 """
 
 
-def test_trainer_runs_with_a_preset(tmp_path):
-    """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids."""
+@pytest.mark.parametrize("gc", [pytest.param(False, id="plain"),
+                                pytest.param(True, id="gradient_checkpointing", marks=pytest.mark.slow)])
+def test_trainer_runs_with_a_preset(tmp_path, gc):
+    """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids.
+    With ``gradient_checkpointing=True`` Trainer turns HF's flag on after apply: the first call turns it off
+    on the whole model (LlamaModel's too) and names a real module; the steps equal the reference's."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     # A fresh process: accelerate and transformers pick XLA whenever torch_xla imports (use_cpu is then
     # ignored) unless USE_TORCH_XLA=0, which they read at import time.
     env = {**os.environ, "USE_TORCH_XLA": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path)], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path), "gc" if gc else "plain"], env=env,
+                         capture_output=True, text=True,
                          timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "TRAINED" in run.stdout
