@@ -42,7 +42,7 @@ from xla_ckpt._liveness import Dataflow
 from xla_ckpt._plan import plans
 from xla_ckpt._record import CheckpointError, OpInfo, Record, fn_name as _name, out_scan, spec_of, stand_in, tensors
 from xla_ckpt._replay import ReplayMode
-from xla_ckpt._torch_args import TORCH_ARGS, check_torch_args, merge_fn_kwargs
+from xla_ckpt._torch_args import TORCH_ARGS, torch_call
 from xla_ckpt._replay_state import Draw as _Draw, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt.policies import resolve
 
@@ -424,13 +424,8 @@ def checkpoint(
         >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
         >>> y = xla_ckpt.checkpoint(attn, x, use_reentrant=False, fn_kwargs={"policy": "causal"})
     """
-    from_context = check_torch_args(use_reentrant, preserve_rng_state, determinism_check, context_fn, debug)
-    if from_context is not None:
-        if not (isinstance(policy, str) and policy == "nothing_saveable"):
-            raise ValueError(f"xla_ckpt.checkpoint: both policy={policy!r} and a selective-checkpoint context_fn "
-                             f"({from_context!r}) were given; pass one of them")
-        policy = from_context
-    kwargs = merge_fn_kwargs(kwargs, fn_kwargs)
+    policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
+                                context_fn, debug)
     pol = resolve(policy)
     if not isinstance(verify, bool):
         raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Optional
 from xla_ckpt import policies
 from xla_ckpt._policy import Policy
 
-__all__ = ["check_torch_args", "merge_fn_kwargs", "TORCH_ARGS"]
+__all__ = ["check_torch_args", "merge_fn_kwargs", "torch_call", "TORCH_ARGS"]
 
 TORCH_ARGS = ("use_reentrant", "preserve_rng_state", "determinism_check", "context_fn", "debug")
 _WHO = "xla_ckpt.checkpoint"
@@ -116,3 +116,16 @@ def merge_fn_kwargs(kwargs: dict[str, Any], fn_kwargs: Optional[Mapping[str, Any
         raise TypeError(f"{_WHO}: keyword {', '.join(map(repr, both))} given both loose and in fn_kwargs; pass it once "
                         "(in fn_kwargs)")
     return {**kwargs, **fn_kwargs}
+
+
+def torch_call(policy: Any, kwargs: dict[str, Any], fn_kwargs: Optional[Mapping[str, Any]],
+               use_reentrant: Optional[bool], preserve_rng_state: bool, determinism_check: str, context_fn: Any,
+               debug: bool) -> tuple[Any, dict[str, Any]]:
+    """``checkpoint``'s policy and ``fn``'s keyword arguments, after torch's keywords are checked."""
+    from_context = check_torch_args(use_reentrant, preserve_rng_state, determinism_check, context_fn, debug)
+    if from_context is not None:
+        if not (isinstance(policy, str) and policy == "nothing_saveable"):  # the default: not given
+            raise ValueError(f"{_WHO}: both policy={policy!r} and a selective-checkpoint context_fn "
+                             f"({from_context!r}) were given; pass one of them")
+        policy = from_context
+    return policy, merge_fn_kwargs(kwargs, fn_kwargs)
