@@ -173,3 +173,48 @@ def test_explain_cli(capsys):
     assert "layers.0" in out and "dots_with_no_batch_dims_saveable" in out
     assert "without checkpointing" in out
     assert main(["explain", "/nonexistent.toml"]) == 2
+
+
+def test_config_with_a_policy_object_names_the_fix():
+    cases = [(xla_ckpt.policies.dots_saveable, "write policy = 'dots_saveable'"),
+             (lambda call: xla_ckpt.Decision.SAVE, "xla_ckpt.policies.register('mine'")]
+    for policy, fix in cases:
+        model = _gpt("cpu")
+        with pytest.raises(xla_ckpt.ConfigError, match="checkpoint\\[0\\].policy") as e:
+            xla_ckpt.apply(model, {"checkpoint": [{"blocks": True, "policy": policy}]})
+        assert fix in str(e.value), str(e.value)
+        assert xla_ckpt.find_blocks(model) and not any("forward" in m.__dict__ for m in model.modules())
+    assert "xla_ckpt.checkpointed(model.get_submodule(name), policy=my_policy)" in str(e.value)
+
+
+def test_no_blocks_found_says_why_and_what_to_write():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Linear(4, 8)
+            self.mixer = nn.Sequential(nn.Linear(8, 8), nn.GELU())
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.head(self.mixer(self.embed(x)))
+
+    seq = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4))
+    assert xla_ckpt.find_blocks(seq) == []  # single layers are not blocks (each would keep its input anyway)
+    with pytest.warns(UserWarning, match="rule matched no module") as w:
+        report = xla_ckpt.apply(seq, "full")
+    assert report.wrapped == [] and not any("forward" in m.__dict__ for m in seq.modules())
+    msg = str(w[0].message)
+    assert "children are single layers (Linear)" in msg and "xla_ckpt.checkpointed(model, policy=" in msg, msg
+    with pytest.warns(UserWarning, match="rule matched no module") as w:
+        xla_ckpt.apply(Net(), "full")
+    msg = str(w[0].message)
+    assert "find_blocks found no repeated blocks in Net" in msg, msg
+    assert "{'match': ['embed', 'mixer', 'head']" in msg and "{'classes': ['Sequential']" in msg, msg
+
+
+def test_preset_name_as_policy_suggests_the_policy():
+    with pytest.raises(ValueError) as e:
+        xla_ckpt.checkpointed(nn.Linear(2, 2), policy="dots")
+    assert "Did you mean 'dots_saveable'" in str(e.value) and "xla_ckpt.apply(model, 'dots')" in str(e.value)
+    with pytest.raises(xla_ckpt.ConfigError, match="Did you mean 'dots_saveable'"):
+        xla_ckpt.apply(_gpt("cpu"), {"checkpoint": [{"blocks": True, "policy": "dots"}]})

@@ -120,11 +120,13 @@ def test_hf_checkpointing_is_turned_off(order):
         warnings.simplefilter("always")
         got = _grads(model, batch)
     assert calls == []  # HF's checkpoint never ran: one checkpoint per layer, ours
-    assert not any(layer.gradient_checkpointing for layer in model.model.layers)
-    if order == "hf_first":
-        assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
-    else:  # the call-time guard sees the wrapped layers only (LlamaModel's flag just turns its cache off)
-        assert any("checkpointed: Hugging Face gradient checkpointing was on" in str(x.message) for x in w)
+    # HF's flag is off everywhere, LlamaModel's too (Trainer(gradient_checkpointing=True) sets it after apply)
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    assert not model.is_gradient_checkpointing
+    if order == "xla_ckpt_first":
+        notice = [str(x.message) for x in w if "checkpointed: Hugging Face gradient checkpointing was on" in str(x.message)]
+        assert len(notice) == 1, notice
+        assert "e.g. 'model'" in notice[0] and "<root>" not in notice[0], notice  # a real module of the model
     assert_same(_grads(ref, batch), got)
 
 
@@ -155,10 +157,12 @@ from xla_ckpt import hf_models
 base = hf_models.build("llama")
 data = [{k: v[0] for k, v in hf_models.batch("llama", base, batch=1, seed=i).items()} for i in range(4)]
 
-def train(model):
+GC = len(sys.argv) > 2 and sys.argv[2] == "gc"  # Trainer(gradient_checkpointing=True) on the wrapped model
+
+def train(model, gc=False):
     args = transformers.TrainingArguments(
         output_dir=sys.argv[1], max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2, use_cpu=True,
-        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0)
+        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, gradient_checkpointing=gc)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
     loss = trainer.train().training_loss
     assert trainer.args.device.type == "cpu", trainer.args.device
@@ -168,9 +172,13 @@ ref_loss, ref_params = train(copy.deepcopy(base))
 model = copy.deepcopy(base)
 assert len(xla_ckpt.apply(model, "fsdp_xla").wrapped) == 2  # weights_by_reference: model.forward replaced
 assert "input_ids" in inspect.signature(model.forward).parameters
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", UserWarning)
-    loss, params = train(model)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", UserWarning)
+    loss, params = train(model, gc=GC)
+if GC:  # Trainer turned HF's checkpointing on after apply(): turned off again, on the whole model
+    notices = [str(w.message) for w in caught if "Hugging Face gradient checkpointing was on" in str(w.message)]
+    assert len(notices) == 1 and "<root>" not in notices[0] and "e.g. 'model'" in notices[0], notices
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
 torch.testing.assert_close(torch.tensor(loss), torch.tensor(ref_loss))
 moved = False
 for p0, r, p in zip(base.parameters(), ref_params, params):
@@ -181,14 +189,82 @@ print("TRAINED", loss)
 """
 
 
-def test_trainer_runs_with_a_preset(tmp_path):
-    """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids."""
+@pytest.mark.parametrize("gc", [pytest.param(False, id="plain"),
+                                pytest.param(True, id="gradient_checkpointing", marks=pytest.mark.slow)])
+def test_trainer_runs_with_a_preset(tmp_path, gc):
+    """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids.
+    With ``gradient_checkpointing=True`` Trainer turns HF's flag on after apply: the first call turns it off
+    on the whole model (LlamaModel's too) and names a real module; the steps equal the reference's."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     # A fresh process: accelerate and transformers pick XLA whenever torch_xla imports (use_cpu is then
     # ignored) unless USE_TORCH_XLA=0, which they read at import time.
     env = {**os.environ, "USE_TORCH_XLA": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path)], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path), "gc" if gc else "plain"], env=env,
+                         capture_output=True, text=True,
                          timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "TRAINED" in run.stdout
+
+
+def test_find_blocks_swin_picks_layers_not_stages():
+    """Swin lists its stages in _no_split_modules; each stage holds a ModuleList of SwinLayer blocks."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                                  window_size=4, num_labels=3)
+    torch.manual_seed(0)
+    model = transformers.SwinForImageClassification(cfg).train()
+    blocks = xla_ckpt.find_blocks(model)
+    assert blocks == [f"swin.encoder.layers.{s}.blocks.{i}" for s in range(2) for i in range(2)], blocks
+    assert {type(model.get_submodule(b)).__name__ for b in blocks} == {"SwinLayer"}
+    ref = copy.deepcopy(model)
+    batch = {"pixel_values": torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1)),
+             "labels": torch.tensor([0, 2])}
+    report = xla_ckpt.apply(model, "full")
+    assert [w.cls for w in report.wrapped] == ["SwinLayer"] * 4
+    assert_same(_grads(ref, batch), _grads(model, batch))
+
+
+class _LoRA(nn.Module):
+    """What peft's LoRA puts in place of a Linear: the frozen base layer plus a trainable low-rank path."""
+
+    def __init__(self, base: nn.Linear, r: int = 4) -> None:
+        super().__init__()
+        self.base_layer = base
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.normal_(self.lora_B.weight)
+
+    def forward(self, x):
+        return self.base_layer(x) + self.lora_B(self.lora_A(x)) * 2.0
+
+
+def test_lora_fsdp_xla_keeps_no_more_than_megatron_selective():
+    """The corrected linear (fsdp_xla patches every Linear) kept the input of each frozen base layer."""
+    base = _llama()
+    base.requires_grad_(False)
+    for layer in base.model.layers:
+        layer.self_attn.q_proj = _LoRA(layer.self_attn.q_proj)
+        layer.self_attn.v_proj = _LoRA(layer.self_attn.v_proj)
+    batch = hf_models.batch("llama", base)
+    ref = _grads(copy.deepcopy(base), batch)
+    kept = {}
+    for preset in ("megatron_selective", "fsdp_xla"):
+        model = copy.deepcopy(base)
+        xla_ckpt.apply(model, preset)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the cache notice
+            with xla_ckpt.saved_activations() as report:
+                got = _grads(model, batch)
+        kept[preset] = report.nbytes
+        assert all(g is not None for g, p in zip(got[1], model.parameters()) if p.requires_grad)
+        assert_same(ref, got)
+    assert kept["fsdp_xla"] == kept["megatron_selective"], kept  # 93572 bytes each on transformers 5.24
+    plain = copy.deepcopy(base)
+    xla_ckpt.patch_linear(plain)
+    with xla_ckpt.saved_activations() as patched, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        plain(**batch)
+    with xla_ckpt.saved_activations() as stock:
+        copy.deepcopy(base)(**batch)
+    assert patched.nbytes == stock.nbytes  # the corrected linear alone keeps what F.linear keeps

@@ -99,6 +99,27 @@ def test_no_wasted_grad_work(rg, expected_mm):
     assert (x.grad is None) != rg[0] and (w.grad is None) != rg[1] and (b.grad is not None)
 
 
+@pytest.mark.parametrize("rank", [2, 3])
+@pytest.mark.parametrize("bias, rg", BIAS_RG)
+def test_keeps_what_f_linear_keeps(rank, bias, rg):
+    """Autograd keeps the input only when the weight needs a grad and the weight only when the input does
+    (addmm/mm save mat1 for mat2's grad and mat2 for mat1's). A frozen weight (a LoRA base layer) keeps no
+    input: the same bytes as F.linear, entry by entry (bytes, kind)."""
+    x, w, b = _make(torch.device("cpu"), rank, bias, torch.float32, rg)
+
+    def kept(f):
+        with xla_ckpt.saved_activations() as report:
+            f(x, w, b)
+        # (bytes, is a parameter) per entry: F.linear keeps a rank-3 input as its 2-D view, the same buffer.
+        return report.nbytes, sorted((e.nbytes, e.kind != "activation") for e in report.entries)
+
+    ref, got = kept(F.linear), kept(xla_ckpt.linear)
+    assert got[0] == ref[0], f"kept {got[0]} bytes, F.linear {ref[0]}"
+    if not rg[1]:
+        assert got[0] == 0 and all(kind for _, kind in got[1]), got  # frozen weight: no activation kept
+    assert [s for s, k in got[1] if not k] == [s for s, k in ref[1] if not k]
+
+
 def _saved_weight_stock(y):
     """What stock F.linear's grad node keeps in place of the weight."""
     node = y.grad_fn

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -191,3 +193,34 @@ def test_hooks_keep_autograds_inplace_check(context):
     with pytest.raises(RuntimeError, match="modified by an inplace operation.*SigmoidBackward0.*version 1"):
         y.pow(2).sum().backward()
     assert "version 1" in str(plain.value)
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+
+@pytest.mark.parametrize("policy", [None, "nothing_saveable", "dots_saveable"])
+def test_report_around_a_compiled_model(policy):
+    """saved_activations() around torch.compile: no crash (the module hooks mutated a thread-local stack
+    while Dynamo traced: "already tracked for mutation"); it reports what the compiled graph keeps."""
+    import torch._dynamo
+
+    x = torch.randn(4, 8, requires_grad=True)
+    eager = _mlp()
+    ref = grads_of(lambda: eager(x), [], [x, *eager.parameters()])
+    model = _mlp()
+    if policy is not None:
+        xla_ckpt.checkpointed(model, policy=policy)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's "global hooks" notice, old torch's lowering one
+        with xla_ckpt.saved_activations() as kept:
+            got = grads_of(lambda: compiled(x), [], [x, *model.parameters()])
+    assert_same(ref, got)
+    # The compiled graph keeps: plain, the first Linear's and GELU's outputs (16 floats a row) and x;
+    # nothing_saveable, x alone; dots_saveable, x and the first matmul's output.
+    expected = {None: (16 + 16 + 8), "nothing_saveable": 8, "dots_saveable": 16 + 8}[policy] * 4 * 4
+    assert kept.nbytes == expected, str(kept)
+    assert set(kept.by_op()) == {"<compiled graph>"} and "<compiled graph>: kept by a torch.compile-d" in str(kept)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import warnings
@@ -10,8 +11,8 @@ from typing import Any, Mapping, Union
 
 from torch import nn
 
-from xla_ckpt import _hf
-from xla_ckpt._blocks import find_blocks
+from xla_ckpt import _compat, _hf
+from xla_ckpt._blocks import find_blocks, why_no_blocks
 from xla_ckpt._config import Config, Rule, as_config, glob_regex
 from xla_ckpt._linear import patch_linear
 from xla_ckpt._saved import weights_by_reference
@@ -74,7 +75,14 @@ class _ByReferenceForward:
         return inspect.signature(self._forward())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fwd = self._forward()
+        if self.inner is not None:
+            fwd = self.inner
+        else:  # not ``forward.__get__(module)``: Dynamo cannot trace ``__get__`` (a graph break)
+            fwd = functools.partial(type(self.module).forward, self.module)
+        if _compat.is_compiling():
+            # A compiled graph keeps parameters as its inputs (the partitioner decides what else it saves);
+            # saved-tensor hooks would be a graph break on torch 2.9.
+            return fwd(*args, **kwargs)
         with weights_by_reference():
             return fwd(*args, **kwargs)
 
@@ -138,6 +146,8 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
     if cfg.weights_by_reference and not isinstance(model.__dict__.get("forward"), _ByReferenceForward):
         model.forward = _ByReferenceForward(model, model.__dict__.get("forward"))  # type: ignore[method-assign]
+    why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
-        warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}", UserWarning, stacklevel=2)
+        warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}", UserWarning,
+                      stacklevel=2)
     return report

@@ -216,9 +216,9 @@ class _Parser:
             name = value["name"]
             params = {k: v for k, v in value.items() if k != "name"}
         else:
-            raise self.fail(key, f"expected a policy name or a table with 'name', got {value!r}")
+            raise self.fail(key, _not_data(value))
         if name not in policies.names():
-            raise self.fail(key, f"unknown policy {name!r}; allowed: {', '.join(policies.names())}")
+            raise self.fail(key, f"unknown policy {name!r}; allowed: {', '.join(policies.names())}.{policies.suggest(name)}")
         spec = PolicySpec(name, tuple((k, self.param(v, f"{key}.{k}")) for k, v in sorted(params.items())))
         try:
             spec.build()
@@ -240,6 +240,20 @@ class _Parser:
         if isinstance(value, (str, int, float, bool)):
             return value
         raise self.fail(key, f"expected a string, number, boolean or list, got {value!r}")
+
+
+def _not_data(value: Any) -> str:
+    """The error for a policy object or callable in a config, with the two ways to use one."""
+    named = repr(value) if callable(value) and repr(value) in policies.names() else None
+    if named is not None:  # a built-in policy object: its registered name is the config's spelling
+        return f"expected a policy name or a table with 'name', got the policy object {value!r}; write policy = {named!r}"
+    return (
+        f"expected a policy name or a table with 'name', got {value!r}. A config holds data (it loads from "
+        "TOML/YAML into the same objects), so a policy object or function cannot go in it. To use a custom "
+        "policy on every block, either register it and name it: xla_ckpt.policies.register('mine', lambda: "
+        "my_policy), then policy = 'mine'; or wrap the blocks yourself: for name in xla_ckpt.find_blocks(model): "
+        "xla_ckpt.checkpointed(model.get_submodule(name), policy=my_policy)"
+    )
 
 
 def _read(path: str) -> Any:

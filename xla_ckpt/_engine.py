@@ -27,7 +27,7 @@ import contextlib
 import functools
 import weakref
 from dataclasses import replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 from torch.utils._pytree import tree_map
@@ -42,6 +42,7 @@ from xla_ckpt._liveness import Dataflow
 from xla_ckpt._plan import plans
 from xla_ckpt._record import CheckpointError, OpInfo, Record, fn_name as _name, out_scan, spec_of, stand_in, tensors
 from xla_ckpt._replay import ReplayMode
+from xla_ckpt._torch_args import TORCH_ARGS, torch_call
 from xla_ckpt._replay_state import Draw as _Draw, autocast_state as _autocast_state, devices as _devices
 from xla_ckpt.policies import resolve
 
@@ -386,7 +387,17 @@ def _written(versions: tuple[tuple[weakref.ref, int], ...]) -> bool:
 
 
 def checkpoint(
-    fn: Callable[..., Any], *args: Any, policy: Any = "nothing_saveable", verify: bool = False, **kwargs: Any
+    fn: Callable[..., Any],
+    *args: Any,
+    policy: Any = "nothing_saveable",
+    verify: bool = False,
+    use_reentrant: Optional[bool] = None,
+    preserve_rng_state: bool = True,
+    determinism_check: str = "default",
+    context_fn: Any = None,
+    debug: bool = False,
+    fn_kwargs: Optional[Mapping[str, Any]] = None,
+    **kwargs: Any,
 ) -> Any:
     """Run ``fn(*args, **kwargs)``, letting ``policy`` decide per op what is saved or recomputed.
 
@@ -397,6 +408,13 @@ def checkpoint(
         verify: also recompute the outputs the policy saved, and raise a ``CheckpointError`` naming
             the first op (and module) whose recomputed value differs from the saved one. Costs the
             full recompute; turn it on when you suspect non-determinism.
+        use_reentrant, preserve_rng_state, determinism_check, context_fn, debug:
+            ``torch.utils.checkpoint.checkpoint``'s keywords, so migrated calls keep them: each has
+            torch's meaning or raises an error naming it and the fix (table in ``_torch_args``); a
+            ``context_fn`` built by ``create_selective_checkpoint_contexts`` becomes the policy.
+            They are never passed to ``fn``.
+        fn_kwargs: keyword arguments for ``fn`` under any name, also ``policy``, ``verify`` or one
+            of torch's (loose ``**kwargs`` with those names are taken by ``checkpoint`` itself).
 
     Gradients equal running ``fn`` directly, or a ``CheckpointError`` says why they cannot: RNG states
     (CPU, CUDA, XLA) and autocast are restored for the recompute. Nested calls run inside the outer
@@ -404,11 +422,16 @@ def checkpoint(
 
     Example:
         >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
+        >>> y = xla_ckpt.checkpoint(attn, x, use_reentrant=False, fn_kwargs={"policy": "causal"})
     """
+    policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
+                                context_fn, debug)
     pol = resolve(policy)
     if not isinstance(verify, bool):
         raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
     if _compat.is_compiling():
+        if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
+            fn, kwargs = functools.partial(fn, **kwargs), {}
         return _compiled.checkpoint(fn, args, kwargs, pol)  # Dynamo cannot trace the engine: torch's SAC marks
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:

@@ -52,8 +52,14 @@ class _LinearFunction(torch.autograd.Function):
         b = bias if (bias is None or dtype is None) else bias.to(dtype)
         with _no_autocast(x.device.type):
             out = _aten_linear(x, w, b)
+        # Only what backward will read, as autograd's own addmm/mm node keeps it (it saves mat1 only when
+        # mat2 needs a grad, and mat2 only when mat1 does): the input when the weight needs a grad, the
+        # weight when the input does. A frozen weight (LoRA's base layer) keeps no input alive.
         # The weight object itself: a parameter stays a parameter (by reference for the hooks).
-        ctx.save_for_backward(x, weight)
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if need_w else None, weight if need_x else None)
+        ctx.weight_shape = weight.shape
+        ctx.weight_dtype = weight.dtype
         ctx.dtype = dtype
         ctx.bias_dtype = None if bias is None else bias.dtype
         return out
@@ -64,16 +70,16 @@ class _LinearFunction(torch.autograd.Function):
     ) -> tuple[Optional[torch.Tensor], ...]:
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b, _ = ctx.needs_input_grad
-        # Re-derive the compute-dtype weight from the weight as it is *now* (FSDP may have re-gathered it).
-        w = weight if ctx.dtype is None else weight.to(ctx.dtype)
-        out_features, in_features = weight.shape[0], weight.shape[-1]
+        out_features, in_features = ctx.weight_shape[0], ctx.weight_shape[-1]
         g2 = grad.reshape(-1, out_features)
         grad_x = grad_w = grad_b = None
         with _no_autocast(grad.device.type):
             if need_x:
+                # Re-derive the compute-dtype weight from the weight as it is *now* (FSDP may have re-gathered it).
+                w = weight if ctx.dtype is None else weight.to(ctx.dtype)
                 grad_x = grad.matmul(w)
             if need_w:
-                grad_w = g2.t().mm(x.reshape(-1, in_features)).to(weight.dtype)
+                grad_w = g2.t().mm(x.reshape(-1, in_features)).to(ctx.weight_dtype)
             if need_b:
                 grad_b = g2.sum(0).to(ctx.bias_dtype)
         return grad_x, grad_w, grad_b, None

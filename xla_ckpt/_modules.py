@@ -30,7 +30,9 @@ from typing import Iterator, Optional
 from torch import nn
 from torch.nn.modules import module as _module_mod
 
-__all__ = ["tracking", "current_name", "entered", "name_in"]
+from xla_ckpt import _compat
+
+__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules"]
 
 # Frames of these functions run a module's forward; their ``self`` is the module.
 _CALL_CODES: frozenset[CodeType] = frozenset(
@@ -106,12 +108,17 @@ def _push(m: nn.Module) -> None:
 
 
 def _pre_hook(m: nn.Module, args: object) -> None:
-    if _local.depth:
+    # Traced by Dynamo (a compiled model called while tracking): touch no thread-local state, whose
+    # mutation Dynamo cannot replay (an AssertionError "already tracked for mutation"); Dynamo keeps
+    # its own module stack (``nn_module_stack``).
+    if not _compat.is_compiling() and _local.depth:
         _push(m)
 
 
 def _post_hook(m: nn.Module, args: object, out: object) -> None:
     # always_call=True: also runs when forward raised, so the stack stays balanced.
+    if _compat.is_compiling():
+        return
     loc = _local
     if loc.depth and loc.stack and loc.stack[-1] is m:
         loc.stack.pop()
@@ -124,7 +131,16 @@ def current_name() -> str:
     return names[-1] if names else ""
 
 
-def _running_modules() -> list[nn.Module]:
+def in_compiled() -> bool:
+    """Whether a ``torch.compile``-d module (an ``OptimizedModule``) is running in this thread (tracked).
+
+    Its compiled graph saves its tensors as one autograd node: they reach the saved-tensor hooks with
+    no ``grad_fn`` and no inner module, so the report can name them only as the compiled graph's.
+    """
+    return any(type(m).__name__ == "OptimizedModule" for m in _local.stack)
+
+
+def running_modules() -> list[nn.Module]:
     """Modules whose forward is running in this thread, outermost first, from the Python stack."""
     found: list[nn.Module] = []
     frame = sys._getframe(1)
@@ -154,7 +170,7 @@ def tracking() -> Iterator[None]:
         if loc.depth == 0:
             loc.stack.clear()
             loc.names.clear()
-            running = _running_modules()
+            running = running_modules()
             if loc.pending is not None and (not running or running[-1] is not loc.pending):
                 running.append(loc.pending)
             for m in running:

@@ -15,6 +15,10 @@ from xla_ckpt._tag import tag_of
 
 __all__ = ["SavedEntry", "SavedReport", "saved_activations"]
 
+# The ``grad_fn`` of a tensor a torch.compile-d module's graph saved (one autograd node for the whole
+# graph: which op inside produced it is not visible to saved-tensor hooks).
+COMPILED = "<compiled graph>"
+
 Kind = Literal["activation", "parameter", "parameter copy", "offloaded"]
 
 
@@ -78,6 +82,8 @@ class SavedReport:
             param_key = _xla.buffer_key(source.param)
         if grad_fn is None:
             grad_fn = type(t.grad_fn).__name__ if t.grad_fn is not None else ""
+            if not grad_fn and source is None and _modules.in_compiled():
+                grad_fn = COMPILED  # saved by a compiled graph's forward: no op or inner module to name
         self.entries.append(
             SavedEntry(
                 shape=tuple(t.shape),
@@ -156,6 +162,9 @@ class SavedReport:
             lines.append(f"offloaded to host memory: {_human(self.host_nbytes)} in {len(self._counted(host=True))} buffers")
         lines.append("by module: " + ", ".join(f"{m or '<top>'} {_human(b)}" for m, b in self.by_module().items()))
         lines.append("by op:     " + ", ".join(f"{o or '-'} {_human(b)}" for o, b in self.by_op().items()))
+        if any(e.grad_fn == COMPILED for e in self.entries):
+            lines.append(f"{COMPILED}: kept by a torch.compile-d module's graph, which autograd sees as one node: "
+                         "its bytes are exact, the op and submodule that produced each tensor are not visible")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -170,6 +179,11 @@ def saved_activations() -> Iterator[SavedReport]:
     Works on CPU, CUDA and XLA without forcing a graph execution (sizes come from shapes, buffer
     identity from storages or XLA tensor ids). Checkpoint regions report what they keep (their
     inputs and the outputs their policy saved) instead of the tensors they will recompute.
+
+    Around a ``torch.compile``-d model it reports what the compiled graph keeps for backward (the
+    tensors its one autograd node saves, after the partitioner and the policy's marks): exact bytes,
+    with ``grad_fn`` ``"<compiled graph>"`` and the compiled module's name, since the op and submodule
+    inside the graph that produced each tensor are not visible from outside it.
 
     Example:
         >>> with xla_ckpt.saved_activations() as report:

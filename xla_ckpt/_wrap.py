@@ -28,6 +28,7 @@ class _CheckpointedForward:
         self.policy = policy
         self.inner = inner
         self.verify = verify
+        self.cache = _hf.cache_plan(inner if inner is not None else type(module).forward)
 
     # Method-like, so wrappers that inspect ``module.forward.__func__`` (torch_xla's FSDPv2) accept it.
     @property
@@ -45,22 +46,26 @@ class _CheckpointedForward:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module
-        target = self.inner if self.inner is not None else type(module).forward
-        args, kwargs = _prepare(module, target, args, kwargs)
+        args, kwargs = _prepare(module, self.cache, args, kwargs)
         fwd = self.inner if self.inner is not None else functools.partial(type(module).forward, module)
         if _compat.is_compiling():
             # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
-            return checkpoint(fwd, *args, policy=self.policy, **kwargs)
+            return checkpoint(fwd, *args, policy=self.policy, fn_kwargs=kwargs)
         with _modules.entered(module):
-            return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, **kwargs)
+            return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, fn_kwargs=kwargs)
 
 
-def _prepare(module: nn.Module, target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def _prepare(module: nn.Module, cache: Optional[_hf.CachePlan], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Per call, before the region: HF's own checkpointing off (it would nest a second one inside
-    ours; the flag may have been set after wrapping) and any KV cache off in training."""
-    if getattr(module, "gradient_checkpointing", None) is True:
-        _hf.turn_off_hf_checkpointing(module, "checkpointed")
-    return _hf.without_cache(module, target, args, kwargs)
+    ours; the flag may have been set after wrapping) and any KV cache off in training. ``cache`` was
+    read from the forward's signature when it was wrapped: nothing here inspects or caches (Dynamo)."""
+    if getattr(module, "gradient_checkpointing", None) is True and not _compat.is_compiling():
+        # Set after wrapping (Trainer(gradient_checkpointing=True) calls gradient_checkpointing_enable() when
+        # training starts): turn it off on the whole model being called, not just on this layer, and
+        # name the modules from there.
+        running = _modules.running_modules()
+        _hf.turn_off_hf_checkpointing(running[0] if running else module, "checkpointed")
+    return (args, kwargs) if cache is None else cache.apply(module, args, kwargs)
 
 
 def _class_policy(cls: type) -> Any:
@@ -96,14 +101,15 @@ def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
             return cls
         raise ValueError(f"class {cls.__name__} is already checkpointed with {current!r}")
     original = cls.forward
+    cache = _hf.cache_plan(original)
 
     @functools.wraps(original)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = _prepare(self, original, args, kwargs)
+        args, kwargs = _prepare(self, cache, args, kwargs)
         if _compat.is_compiling():
-            return checkpoint(functools.partial(original, self), *args, policy=policy, **kwargs)
+            return checkpoint(functools.partial(original, self), *args, policy=policy, fn_kwargs=kwargs)
         with _modules.entered(self):
-            return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, **kwargs)
+            return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, fn_kwargs=kwargs)
 
     forward.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     forward.__xla_ckpt_original__ = original  # type: ignore[attr-defined]
@@ -120,7 +126,7 @@ def _wrap_function(fn: Callable[..., Any], policy: Any, verify: bool = False) ->
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return checkpoint(fn, *args, policy=policy, verify=verify, **kwargs)
+        return checkpoint(fn, *args, policy=policy, verify=verify, fn_kwargs=kwargs)
 
     wrapper.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     return wrapper

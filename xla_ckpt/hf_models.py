@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-__all__ = ["ARCHS", "build", "batch", "to_device"]
+__all__ = ["ARCHS", "build", "batch", "to_device", "causal_lm_types"]
 
 
 def _decoder(d: int, n_layer: int, n_head: int, seq: int, vocab: int, head_dim: bool = False) -> dict[str, Any]:
@@ -104,6 +104,18 @@ ARCHS: dict[str, tuple[str, str, Callable[..., dict[str, Any]], str]] = {
 }
 
 
+def _small_tokens(cfg: Any, vocab_size: int) -> None:
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        token = getattr(cfg, name, None)
+        if isinstance(token, int) and token >= vocab_size:  # e.g. Phi3's pad 32000: inside our small vocab
+            setattr(cfg, name, vocab_size - 1)
+
+
+def _fix_tokens(model: nn.Module, vocab_size: int) -> nn.Module:
+    _small_tokens(model.config, vocab_size)
+    return model
+
+
 def to_device(model: nn.Module, device: Any) -> nn.Module:
     """``model.to(device)`` with tied weights tied again (moving to XLA unties them: T5, Gemma, GPT-2, BERT)."""
     model = model.to(device)
@@ -112,19 +124,58 @@ def to_device(model: nn.Module, device: Any) -> nn.Module:
     return model
 
 
+def causal_lm_types() -> list[str]:
+    """Every causal-LM ``model_type`` the installed transformers knows (``AutoModelForCausalLM``'s table)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: PLC0415
+
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+# Sizes a tiny model of any architecture gets when the config has them (MoE expert counts and widths
+# included: a default of 60 experts x 1408 wide is most of a "tiny" model's bytes).
+_SMALL = {"num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+          "moe_intermediate_size": None, "shared_expert_intermediate_size": None, "first_k_dense_replace": 0}
+
+
+def _build_any(model_type: str, d: int, n_layer: int, n_head: int, seq: int, vocab: int) -> nn.Module:
+    """A causal LM of ``model_type`` from its default config with our sizes (``AutoModelForCausalLM``)."""
+    import transformers  # noqa: PLC0415
+
+    if model_type not in causal_lm_types():
+        raise ValueError(f"unknown architecture {model_type!r}: neither one of {', '.join(ARCHS)} nor a causal-LM "
+                         f"model_type of transformers {transformers.__version__} (see hf_models.causal_lm_types())")
+    sizes = _decoder(d, n_layer, n_head, seq, vocab, head_dim=True)
+    error: Exception = ValueError("no attempt")
+    # Some configs derive head_dim or the KV heads themselves (a read-only property): retry without them.
+    for drop in ((), ("head_dim",), ("head_dim", "num_key_value_heads")):
+        try:
+            cfg = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in sizes.items() if k not in drop})
+            for name, value in _SMALL.items():
+                if isinstance(getattr(cfg, name, None), int):
+                    setattr(cfg, name, 2 * d if value is None else min(value, getattr(cfg, name)))
+            return transformers.AutoModelForCausalLM.from_config(cfg)
+        except Exception as e:  # noqa: PERF203  (a composite or unusual config: try fewer sizes, then say why)
+            error = e
+    raise ValueError(f"cannot build a small {model_type!r} causal LM from its default config with d_model={d}, "
+                     f"n_layer={n_layer}, n_head={n_head}: {type(error).__name__}: {str(error)[:300]}") from error
+
+
 def build(arch: str, d_model: int = 32, n_layer: int = 2, n_head: int = 4, seq_len: int = 16,
           vocab_size: int = 128, seed: Optional[int] = 0) -> nn.Module:
-    """A ``arch`` model in train mode with random weights; only the sizes differ from the config's defaults."""
+    """A ``arch`` model in train mode with random weights; only the sizes differ from the config's defaults.
+
+    ``arch``: a name of :data:`ARCHS`, or any causal-LM ``model_type`` of the installed transformers
+    (:func:`causal_lm_types`, e.g. ``"mixtral"``), built through ``AutoModelForCausalLM.from_config``.
+    """
     if arch not in ARCHS:
-        raise ValueError(f"unknown architecture {arch!r}; choose one of: {', '.join(ARCHS)}")
+        if seed is not None:
+            torch.manual_seed(seed)
+        return _fix_tokens(_build_any(arch, d_model, n_layer, n_head, seq_len, vocab_size), vocab_size).train()
     import transformers  # noqa: PLC0415
 
     cfg_cls, model_cls, sizes, _ = ARCHS[arch]
     cfg = getattr(transformers, cfg_cls)(**sizes(d_model, n_layer, n_head, seq_len, vocab_size))
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
-        token = getattr(cfg, name, None)
-        if isinstance(token, int) and token >= vocab_size:  # e.g. Phi3's pad 32000: inside our small vocab
-            setattr(cfg, name, vocab_size - 1)
+    _small_tokens(cfg, vocab_size)
     if seed is not None:
         torch.manual_seed(seed)
     return getattr(transformers, model_cls)(cfg).train()
@@ -133,7 +184,7 @@ def build(arch: str, d_model: int = 32, n_layer: int = 2, n_head: int = 4, seq_l
 def batch(arch: str, model: nn.Module, batch: int = 2, seq_len: int = 16, vocab_size: int = 128,
           seed: int = 1, device: Any = None) -> dict[str, torch.Tensor]:
     """Keyword inputs for one training step of ``model`` (they include ``labels``, so ``.loss`` is set)."""
-    kind = ARCHS[arch][3]
+    kind = ARCHS[arch][3] if arch in ARCHS else "causal"
     g = torch.Generator().manual_seed(seed)
     if kind == "image":
         cfg = model.config

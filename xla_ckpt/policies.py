@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
@@ -334,10 +335,25 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def suggest(name: str) -> str:
+    """A sentence for an unknown policy ``name``: the registered names it likely meant, and the preset
+    it may be (presets such as ``dots`` name a whole ``apply`` config, not a policy)."""
+    from xla_ckpt._presets import preset_names  # noqa: PLC0415  (a file listing: no layer above this)
+
+    text = str(name)
+    close = [n for n in names() if text and (n.startswith(text) or text in n)]
+    close += [n for n in difflib.get_close_matches(text, names(), n=3) if n not in close]
+    out = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    if text in preset_names():
+        out += (f" {text!r} is a preset (a whole config for apply: xla_ckpt.apply(model, {text!r})), not a "
+                "policy for one module.")
+    return out
+
+
 def get(name: str, **params: Any) -> Policy:
     """The policy registered as ``name``, built with ``params``."""
     if name not in _REGISTRY:
-        raise ValueError(f"unknown checkpoint policy {name!r}; valid names: {', '.join(names())}")
+        raise ValueError(f"unknown checkpoint policy {name!r}; valid names: {', '.join(names())}.{suggest(name)}")
     factory = _REGISTRY[name]
     try:
         allowed = list(inspect.signature(factory).parameters)
