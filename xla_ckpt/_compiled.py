@@ -37,6 +37,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from xla_ckpt import _compat, _modules, _xla
 from xla_ckpt._plan import plans
 from xla_ckpt._policy import MUST_RETURN, Decision, OpCall, Policy
+from xla_ckpt._record import CheckpointError
 
 __all__ = ["checkpoint", "context_fn", "recorded", "TAG_KEY"]
 
@@ -224,12 +225,29 @@ class _Lowering:
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)
             return CheckpointPolicy.PREFER_RECOMPUTE
-        if self.on_xla and torch.Tag.nondeterministic_seeded in op.tags:
-            # A random op marked for recompute makes the min-cut partitioner functionalise its RNG
-            # (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could not find
-            # kernel ... Functionalize"). On XLA it is saved instead: the same values, where the
-            # eager engine replays the RNG. (Dropout's output is what the next op reads anyway.)
-            return CheckpointPolicy.MUST_SAVE
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            if not _traced(args, kwargs):
+                # Real tensors: torch's SAC runs at step time (backend="eager", no AOTAutograd), and
+                # torch 2.9 runs that checkpoint with preserve_rng_state=False (its
+                # tag_activation_checkpoint sets it for tracing): the recompute would draw fresh
+                # numbers, a wrong gradient (max 3.3 on a 2-block MLP with dropout). Saving the op
+                # does not help there (eager dropout is bernoulli_ then div_ in place on the saved
+                # tensor). The first law: say so instead.
+                where = self.module_name(_compat.current_node_meta()) or "(the region root)"
+                raise CheckpointError(
+                    f"xla_ckpt: random op {op} in module '{where}' "
+                    "cannot be checkpointed under torch.compile with a backend that runs torch's selective "
+                    "checkpoint eagerly (backend='eager'): torch recomputes it with fresh random numbers, "
+                    "a wrong gradient. Compile with backend='aot_eager', 'inductor' or 'openxla', or run "
+                    "the model uncompiled (the eager engine replays the RNG)."
+                )
+            if self.on_xla:
+                # A random op marked for recompute makes the min-cut partitioner functionalise its
+                # RNG (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could
+                # not find kernel ... Functionalize"). On XLA it is saved instead: the same values,
+                # where the eager engine replays the RNG. (Dropout's output is what the next op
+                # reads anyway.)
+                return CheckpointPolicy.MUST_SAVE
         if op._schema.is_mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         meta = _compat.current_node_meta()
@@ -305,6 +323,13 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
     return create_selective_checkpoint_contexts(_Lowering(policy, module, direct, on_xla).policy_fn)
+
+
+def _traced(args: tuple, kwargs: dict) -> bool:
+    """Whether the op's tensors are fake (AOTAutograd tracing), not real ones at step time."""
+    from torch._subclasses.fake_tensor import is_fake  # noqa: PLC0415
+
+    return any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
 
 
 def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
