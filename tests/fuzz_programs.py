@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
+from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -503,6 +504,11 @@ class _ReplayingThread:
             self.started.set()
 
     def __enter__(self) -> "_ReplayingThread":
+        # torch keeps "a non-infra dispatch mode is active" in one process-wide flag that each mode
+        # saves on enter and restores on exit; two threads' modes interleaving leave it set, and
+        # torch.compile then skips every later frame of the process (0 graphs: a later compiled test
+        # failed). torch's own race, not a value: put the flag back when this thread is done.
+        self.flag = _python_dispatch._is_in_any_mode_without_ignore_compile_internals
         self.thread.start()
         self.started.wait(30)  # at least one replay before the program starts
         return self
@@ -511,6 +517,7 @@ class _ReplayingThread:
         self.stop.set()
         self.thread.join(60)
         assert not self.thread.is_alive(), "the replaying thread did not stop (a deadlock?)"
+        _python_dispatch._is_in_any_mode_without_ignore_compile_internals = self.flag
         assert self.failure is None, f"the replaying thread failed: {self.failure!r}"
         assert self.replays > 0
 
