@@ -70,3 +70,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(autouse=True)
+def _compile_flag_restored():
+    """Put back torch's process-wide "a non-infra dispatch mode is active" flag after each test.
+
+    torch keeps it in one module global that every mode saves on enter and restores on exit; modes of
+    two threads interleaving (the tests that replay regions on several threads at once) leave it set,
+    and torch.compile then skips every later frame of the process (0 graphs). It is torch's race, not
+    a value the library computes; without this a thread test would fail later, unrelated compiled tests.
+    """
+    from torch.utils import _python_dispatch
+
+    before = _python_dispatch._is_in_any_mode_without_ignore_compile_internals
+    yield
+    _python_dispatch._is_in_any_mode_without_ignore_compile_internals = before

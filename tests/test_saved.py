@@ -195,7 +195,7 @@ def test_hooks_keep_autograds_inplace_check(context):
     assert "version 1" in str(plain.value)
 
 
-def _mlp() -> nn.Module:
+def _small_mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
 
@@ -207,9 +207,9 @@ def test_report_around_a_compiled_model(policy):
     import torch._dynamo
 
     x = torch.randn(4, 8, requires_grad=True)
-    eager = _mlp()
+    eager = _small_mlp()
     ref = grads_of(lambda: eager(x), [], [x, *eager.parameters()])
-    model = _mlp()
+    model = _small_mlp()
     if policy is not None:
         xla_ckpt.checkpointed(model, policy=policy)
     torch._dynamo.reset()

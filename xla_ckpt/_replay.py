@@ -78,7 +78,8 @@ class ReplayMode(TorchDispatchMode):
                 f"than in forward ({bad}). {hint(func, rec.module)}"
             )
         # A factory op on XLA: fn gets a functional tensor, as in forward (see _xla_state.lift).
-        return lift(self._position(func, args, kwargs, rec, pos, reads), reads)
+        out = self._position(func, args, kwargs, rec, pos, reads)
+        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
 
     def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
         region = self.region
