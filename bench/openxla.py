@@ -24,6 +24,8 @@ import tempfile
 import time
 from typing import Any
 
+from openxla_probe import add_size_args  # bench/ is the script's folder: on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 VARIANTS = ["none", "megatron_selective", "full", "budget:0.3"]
@@ -167,12 +169,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=512)
+    add_size_args(p)
     p.add_argument("--no-timing", action="store_true")
     p.add_argument("--no-fence-rows", action="store_true", help="skip the unfenced rows")
     p.add_argument("--peaks-from", default=None, help="JSON lines of earlier openxla_probe.py runs (same sizes): "

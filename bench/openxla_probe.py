@@ -18,16 +18,18 @@ import sys
 import time
 
 
+def add_size_args(p: argparse.ArgumentParser) -> None:
+    """The model's sizes (the default GPT), shared with bench/openxla.py."""
+    for flag, default in (("--layers", 4), ("--d-model", 256), ("--heads", 4), ("--seq", 256), ("--batch", 8),
+                          ("--vocab", 512)):
+        p.add_argument(flag, type=int, default=default)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("variant")
     p.add_argument("dump")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=512)
+    add_size_args(p)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--model", default="gpt", help="gpt (xla_ckpt.models) or a xla_ckpt.hf_models architecture")
     p.add_argument("--no-fence", action="store_true", help="compiled backward without the fence (to measure it)")
