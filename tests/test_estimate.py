@@ -102,11 +102,25 @@ def test_hf_llama_exact() -> None:
     _check(model, (), hf_models.batch("llama", model), only=("none", "full", "megatron_selective"))
 
 
+# Forwards that read tensor values, which the meta device does not have: the MoE decoders' routing
+# (nonzero / per-expert counts; grouped_mm's meta kernel wants bf16) and BART's padding-mask check
+# (.item()). estimate() says so (test below); their bytes come from a real small run.
+DATA_DEPENDENT = {"bart", "mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "phimoe", "granitemoe", "gpt_oss",
+                  "deepseek_v3"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", list(hf_models.ARCHS))
+@pytest.mark.parametrize("arch", [a for a in hf_models.ARCHS if a not in DATA_DEPENDENT])
 def test_hf_table_every_policy_exact(arch: str) -> None:
     model = hf_models.build(arch)
     _check(model, (), hf_models.batch(arch, model))
+
+
+@pytest.mark.parametrize("arch", ["mixtral", pytest.param("bart", marks=pytest.mark.slow)])
+def test_data_dependent_forward_is_named_not_estimated(arch: str) -> None:
+    model = hf_models.build(arch)
+    with pytest.raises(RuntimeError, match=r"cannot run on the meta device.*saved_activations"):
+        xla_ckpt.estimate(model, **hf_models.batch(arch, model), config="full")
 
 
 def test_meta_model_allocates_nothing_and_matches() -> None:

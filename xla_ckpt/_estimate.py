@@ -163,7 +163,18 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
     counter = _Flops()
     with torch.enable_grad():
         with saved_activations() as report, counter:
-            out = shadow(*args, **kwargs)
+            try:
+                out = shadow(*args, **kwargs)
+            except (RuntimeError, NotImplementedError) as e:
+                # The meta device has shapes, not values: a forward that reads values (MoE routing's
+                # nonzero / per-expert counts, a mask check's .item()) or a kernel with no meta
+                # implementation cannot run there. Say so, naming the model, instead of torch's bare error.
+                raise RuntimeError(
+                    f"xla_ckpt.estimate: {type(model).__name__}'s forward cannot run on the meta device, where "
+                    f"tensors have shapes but no values ({e}). Models whose forward depends on tensor values "
+                    "(mixture-of-experts routing, padding checks that call .item()) are not estimable this way: "
+                    "measure a small real run with xla_ckpt.saved_activations() instead."
+                ) from e
         forward = counter.get_total_flops()
         roots = _backward_roots(out)
         backward = 0
