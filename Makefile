@@ -48,6 +48,9 @@ bench-cpu: $(STAMP)
 # Extra pytest arguments, e.g. PYTEST_ARGS="--durations=30". pytest exit 5 (nothing collected) fails
 # make like any other non-zero exit: a tier that selects nothing proves nothing.
 PYTEST_ARGS ?=
+# Inductor's on-disk cache, private to this checkout: the default /tmp/torchinductor_$USER is shared by
+# every run on the machine, and two runs writing it at once left truncated .so files ("file too short").
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.inductor-cache
 
 # The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once, at most 6 minutes here.
 # XLA tests run on XLA:CPU.

@@ -170,7 +170,11 @@ def _write_table():
 
 # --------------------------------------------------------------------------- under torch.compile
 
-DECODERS = [a for a, v in hf_models.ARCHS.items() if v[3] == "causal"]
+# DeepSeek-V3 (transformers 5.24, tiny config) fails under torch.compile without xla_ckpt too: Dynamo's
+# fake-tensor run of its scaled_dot_product_attention cannot broadcast 4 query heads against 8 key heads
+# (torch 2.9). Not the library's to fix; it trains exactly uncompiled (the table above).
+COMPILE_FAILS_UNWRAPPED = {"deepseek_v3"}
+DECODERS = [a for a, v in hf_models.ARCHS.items() if v[3] == "causal" and a not in COMPILE_FAILS_UNWRAPPED]
 FAST_COMPILED = ("llama", "full")  # the fast tier's one compiled model; the whole table is slow
 
 
