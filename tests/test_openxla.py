@@ -148,6 +148,7 @@ LLAMA = ["--model", "llama", "--layers", "2", "--d-model", "32", "--heads", "4",
 
 
 @pytest.mark.slow
+@pytest.mark.xla  # a torch_xla subprocess: no xla_device fixture to mark it
 @pytest.mark.parametrize("size,preset", [(PROBE_SIZE, "megatron_selective"), (PROBE_SIZE, "full"),
                                          (LLAMA, "megatron_selective")], ids=["gpt-megatron", "gpt-full", "llama-megatron"])
 def test_openxla_fenced_backward_peak_is_within_the_lazy_engines(tmp_path, size, preset):
