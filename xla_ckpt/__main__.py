@@ -9,7 +9,7 @@ import sys
 from typing import Optional
 
 from xla_ckpt._explain import explain
-from xla_ckpt._presets import presets
+from xla_ckpt._config import presets
 
 USAGE = ("usage: python -m xla_ckpt explain CONFIG [--model gpt|ARCH|any causal-LM model_type] [--device cpu|xla]\n"
          "       python -m xla_ckpt presets\n"

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Union
 from xla_ckpt import _presets, policies
 from xla_ckpt._policy import Policy, resolve_op
 
-__all__ = ["Config", "Rule", "PolicySpec", "ConfigError", "load_config", "as_config", "glob_regex"]
+__all__ = ["Config", "Rule", "PolicySpec", "ConfigError", "load_config", "as_config", "glob_regex", "presets"]
 
 
 class ConfigError(ValueError):
@@ -324,3 +324,14 @@ def as_config(config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -
     if isinstance(config, (str, os.PathLike)):
         return load_config(config)
     raise ConfigError(f"<config>: expected a Config, a dict or a path, got {type(config).__name__}")
+
+
+def presets() -> dict[str, str]:
+    """Shipped presets: name -> description, sorted by name.
+
+    Example:
+        >>> xla_ckpt.presets()["megatron_selective"]
+        'Megatron-style selective recompute: ...'
+        >>> xla_ckpt.apply(model, "megatron_selective")
+    """
+    return {n: load_config(_presets.preset_path(n) or n).description for n in _presets.preset_names()}

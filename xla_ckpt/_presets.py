@@ -3,6 +3,9 @@
 ``policies/`` in the repository is the one source. The wheel carries the same files as
 ``xla_ckpt/presets/`` (pyproject maps the folder into the package); a source checkout or an editable
 install reads ``policies/`` next to the package.
+
+A file listing with no import from the library: the policy registry (for its "that is a preset"
+hint) and the config loader both read it. ``presets()``, which loads each file, lives in ``_config``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-__all__ = ["preset_dir", "preset_path", "preset_names", "presets"]
+__all__ = ["preset_dir", "preset_path", "preset_names"]
 
 EXTENSIONS = (".toml", ".yaml", ".yml", ".json")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,15 +52,3 @@ def preset_path(name: str) -> Optional[str]:
             return path
     return None
 
-
-def presets() -> dict[str, str]:
-    """Shipped presets: name -> description, sorted by name.
-
-    Example:
-        >>> xla_ckpt.presets()["megatron_selective"]
-        'Megatron-style selective recompute: ...'
-        >>> xla_ckpt.apply(model, "megatron_selective")
-    """
-    from xla_ckpt._config import load_config  # noqa: PLC0415  (the config loader resolves names here)
-
-    return {n: load_config(preset_path(n) or n).description for n in preset_names()}

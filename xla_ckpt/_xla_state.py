@@ -48,9 +48,7 @@ def lift(out: Any, reads: list[torch.Tensor]) -> Any:
     as torch_xla wraps it outside any mode. Any region: one whose inputs are on the CPU may make XLA
     tensors too. Cost on the per-op path: one device check per output, then one per argument."""
     if isinstance(out, torch.Tensor):
-        if not out.is_xla or torch._is_functional_tensor(out) or not made_above_functionalization(reads):
-            return out
-        return torch._to_functional_tensor(out)
+        return _wrap(out) if made_above_functionalization(reads) else out
     if isinstance(out, (tuple, list)) and any(isinstance(t, torch.Tensor) and t.is_xla for t in out) and (
             made_above_functionalization(reads)):
         return functional(out)

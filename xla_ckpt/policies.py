@@ -338,7 +338,7 @@ def names() -> list[str]:
 def suggest(name: str) -> str:
     """A sentence for an unknown policy ``name``: the registered names it likely meant, and the preset
     it may be (presets such as ``dots`` name a whole ``apply`` config, not a policy)."""
-    from xla_ckpt._presets import preset_names  # noqa: PLC0415  (a file listing: no layer above this)
+    from xla_ckpt._presets import preset_names  # noqa: PLC0415  (a file listing, importing nothing of ours)
 
     text = str(name)
     close = [n for n in names() if text and (n.startswith(text) or text in n)]
