@@ -12,6 +12,7 @@ the loss and a grad checksum.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -43,10 +44,15 @@ def main() -> None:
     import torch_xla
 
     import xla_ckpt
+    import xla_ckpt._base.xla_dump
     from xla_ckpt.models import GPT, GPTConfig
 
     warnings.simplefilter("ignore")
-    xla_ckpt._compiled.FENCE[0] = not a.no_fence
+    from xla_ckpt._compile.prepare import unfenced
+
+    scope = contextlib.ExitStack()  # for the whole probe process
+    if a.no_fence:
+        scope.enter_context(unfenced())
     dev = torch_xla.device()
     if a.model == "gpt":
         cfg = GPTConfig(vocab_size=a.vocab, seq_len=a.seq, n_layer=a.layers, n_head=a.heads, d_model=a.d_model)
@@ -71,7 +77,7 @@ def main() -> None:
     def new_programs(phase: str) -> None:
         # Which XLA programs each phase compiled (the forward and backward graphs compile on first use).
         seen = {f for fs in phases.values() for f in fs}
-        now = xla_ckpt._xla.compiled_peaks(a.dump) if os.path.isdir(a.dump) else {}
+        now = xla_ckpt._base.xla_dump.compiled_peaks(a.dump) if os.path.isdir(a.dump) else {}
         phases[phase] = sorted(f for f in now if f not in seen)
 
     new_programs("setup")
@@ -88,7 +94,7 @@ def main() -> None:
         torch_xla._XLAC._xla_wait_device_ops([])
         first = first if first is not None else time.perf_counter() - t0
     grads = float(sum(p.grad.double().abs().sum().cpu() for p in model.parameters()))
-    peaks = xla_ckpt._xla.compiled_peaks(a.dump)
+    peaks = xla_ckpt._base.xla_dump.compiled_peaks(a.dump)
     print(json.dumps({
         "variant": a.variant, "fence": not a.no_fence, "peaks": peaks, "peak": max(peaks.values()) if peaks else None,
         "forward_peak": max((peaks[f] for f in phases.get("forward", [])), default=None),

@@ -62,7 +62,7 @@ def _dots_torch_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
     """``dots_saveable``'s decisions as a torch SAC policy: every matmul-class op saved (batched too)."""
     from torch.utils.checkpoint import CheckpointPolicy
 
-    from xla_ckpt._dots import DOT_PACKETS
+    from xla_ckpt._policy.dots import DOT_PACKETS
 
     return CheckpointPolicy.MUST_SAVE if op.overloadpacket in DOT_PACKETS else CheckpointPolicy.PREFER_RECOMPUTE
 
@@ -137,7 +137,7 @@ class _SacObserver:
 def _sac_bytes(saved: Any, cached: list[Any], block_inputs: list[Any]) -> int:
     """What torch SAC keeps: what our ledger saw outside its regions (torch's own saved-tensor hooks
     are innermost inside them), plus each block's inputs and SAC's saved outputs; each buffer once."""
-    from xla_ckpt import _xla
+    from xla_ckpt._base import xla as _xla
 
     kept = {e.key: e.nbytes for e in saved._counted()}
     tensors = list(block_inputs) + list(cached)
@@ -244,10 +244,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if dev_kind == "cuda":
             result["device_peak_bytes"] = int(torch.cuda.max_memory_allocated())
         if dev_kind == "xla":
-            from xla_ckpt import _xla
+            from xla_ckpt._base import xla_dump as _xla_dump
 
             # The training step's graph: the one compiled during the warm-up step.
-            peaks = {k: v for k, v in _xla.compiled_peaks(spec["dump_dir"]).items() if k in step_graphs}
+            peaks = {k: v for k, v in _xla_dump.compiled_peaks(spec["dump_dir"]).items() if k in step_graphs}
             result["compiled_peak_bytes"] = max(peaks.values()) if peaks else None
             try:  # TPU / GPU only: the CPU client has no memory info
                 info = xm.get_memory_info(device)

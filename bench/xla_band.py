@@ -49,8 +49,9 @@ def worker(case: list, dump: str) -> list[dict]:
     import torch_xla
 
     import xla_ckpt
-    from xla_ckpt import _xla, hf_models
-    from xla_ckpt._scale import recompute_working_bytes
+    from xla_ckpt import hf_models
+    from xla_ckpt._base import xla_dump as _xla_dump
+    from xla_ckpt._api.scale import recompute_working_bytes
     from xla_ckpt.models import GPT, GPTConfig
 
     model_name, d, layers, heads, seq, batch = case
@@ -87,7 +88,7 @@ def worker(case: list, dump: str) -> list[dict]:
             print(json.dumps(out[-1]), flush=True)
             continue
         new = sorted(set(glob.glob(os.path.join(dump, "*buffer-assignment.txt"))) - before)
-        peaks = [_xla.parse_peak_bytes(open(f, encoding="utf-8", errors="replace").read()) or 0 for f in new]
+        peaks = [_xla_dump.parse_peak_bytes(open(f, encoding="utf-8", errors="replace").read()) or 0 for f in new]
         peak = max(peaks, default=0)
         ratio = (peak - 2 * n_param_bytes) / (est.activation_bytes + working)
         out.append(dict(model=model_name, d_model=d, layers=layers, seq=seq, batch=batch, policy=policy, peak=peak,

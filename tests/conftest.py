@@ -18,6 +18,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from xla_ckpt._base.warn import forgetting
+
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 # Derandomized (the same programs on every run, so a red CI run reproduces locally), no deadline
 # (an XLA example compiles), no example database (nothing written into the checkout).
@@ -70,6 +72,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if "cuda" in item.keywords and not torch.cuda.is_available():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_notices():
+    """Each test starts with no once-per-process notice given (``xla_ckpt._base.warn``), and the
+    process's record comes back after it: a test expecting a notice never depends on test order."""
+    with forgetting():
+        yield
 
 
 @pytest.fixture(autouse=True)

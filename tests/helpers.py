@@ -97,3 +97,12 @@ def torch_sac_context(policy_fn: Callable[..., Any], kept: list[torch.Tensor]) -
         return both(), recompute
 
     return context_fn
+
+
+def replay_kind(direct: bool) -> Any:
+    """XLA regions replay their recorded program (``direct``, the default) or run ``fn`` again."""
+    import contextlib
+
+    from xla_ckpt._engine.direct import general_replay
+
+    return contextlib.nullcontext() if direct else general_replay()

@@ -128,7 +128,7 @@ def test_apply_overrides_every_and_report(tmp_path):
                                                             ("layers.2", "nothing_saveable")]
     assert report.unmatched_rules and "NoSuchLayer" in report.unmatched_rules[0]
     assert "layers.1" not in str(report)
-    assert xla_ckpt._wrap.checkpoint_policy(model.layers[1]) is None
+    assert xla_ckpt._api.wrap.checkpoint_policy(model.layers[1]) is None
 
 
 def test_apply_raises_before_changing_anything():

@@ -15,8 +15,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import xla_ckpt
-from helpers import OpCounter
-from xla_ckpt import _engine, policies
+from helpers import OpCounter, replay_kind
+from xla_ckpt import policies
 
 aten = torch.ops.aten
 # XLA:CPU compiles the checkpointed and the plain step into different graphs (fusion rounding).
@@ -36,9 +36,8 @@ class Decompose(TorchDispatchMode):
 @pytest.fixture(params=[True, False], ids=["direct", "fn_again"])
 def direct(request):
     """XLA: the recorded-program replay where the region allows it, or fn run again (CPU: fn again)."""
-    previous, _engine.DIRECT[0] = _engine.DIRECT[0], request.param
-    yield request.param
-    _engine.DIRECT[0] = previous
+    with replay_kind(request.param):
+        yield request.param
 
 
 def _seed(device: torch.device) -> None:
@@ -159,7 +158,7 @@ def test_only_the_callers_modes_are_taken_off_for_the_recompute_inputs():
     """A profiler's mode is off the stack while the recompute makes its inputs; fake tensors stay fake."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-    from xla_ckpt import _compat
+    from xla_ckpt._base import compat as _compat
 
     with OpCounter() as counter:
         with _compat.without_callers_modes():

@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from xla_ckpt import _xla
+from xla_ckpt._base import xla_dump as _xla_dump
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
@@ -233,7 +233,7 @@ def test_compiled_peak_parser_on_a_real_dump(tmp_path, xla_device):
             "y = (x @ x).relu().sum(); torch_xla.sync()")
     env = {**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": f"--xla_dump_to={tmp_path}"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300, capture_output=True)
-    peaks = _xla.compiled_peaks(tmp_path)
+    peaks = _xla_dump.compiled_peaks(tmp_path)
     assert peaks
     for name, peak in peaks.items():
         text = (tmp_path / name).read_text()
@@ -244,6 +244,6 @@ def test_compiled_peak_parser_on_a_real_dump(tmp_path, xla_device):
 
 
 def test_parse_peak_bytes_separators():
-    assert _xla.parse_peak_bytes("  Stack trace breakdown for peak usage: 8 131 592 bytes\n") == 8131592
-    assert _xla.parse_peak_bytes("  Stack trace breakdown for peak usage: 272 bytes") == 272
-    assert _xla.parse_peak_bytes("no such line") is None
+    assert _xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 8 131 592 bytes\n") == 8131592
+    assert _xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 272 bytes") == 272
+    assert _xla_dump.parse_peak_bytes("no such line") is None

@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import xla_ckpt
 from xla_ckpt import Decision, policies
-from xla_ckpt._budget import budget_bytes, memory_budget
+from xla_ckpt._policy.budget import budget_bytes, memory_budget
 from xla_ckpt.models import Block, GPTConfig
 
 from helpers import assert_same, grads_of
@@ -223,7 +223,7 @@ def test_hf_llama_budget_is_on_the_pareto_front(monkeypatch):
 
 
 def test_a_plan_is_made_once_per_region_structure(monkeypatch):
-    from xla_ckpt import _budget
+    from xla_ckpt._policy import budget as _budget
 
     calls = []
     search = _budget.search
@@ -274,7 +274,7 @@ def test_bad_plans_and_combinations_are_clear_errors():
 
 def test_config_budget_key_and_policy_table_are_the_same():
     a = xla_ckpt.Config  # noqa: F841  (documented entry point)
-    from xla_ckpt._config import as_config
+    from xla_ckpt._api.config_load import as_config
 
     short = as_config({"checkpoint": [{"blocks": True, "budget": 0.3}]})
     long = as_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget", "fraction": 0.3}}]})
@@ -289,9 +289,6 @@ def test_config_budget_key_and_policy_table_are_the_same():
 
 
 def test_under_torch_compile_the_region_runs_unmarked_and_says_how_to_budget():
-    from xla_ckpt import _compiled
-
-    _compiled._PLANNER_WARNED.clear()
     blk, x = _block(torch.device("cpu"))
     params = list(blk.parameters())
     ref = grads_of(blk, [x], params)
@@ -302,9 +299,6 @@ def test_under_torch_compile_the_region_runs_unmarked_and_says_how_to_budget():
 
 
 def test_under_torch_compile_with_torchs_own_budget_set_there_is_nothing_to_say():
-    from xla_ckpt import _compiled
-
-    _compiled._PLANNER_WARNED.clear()
     blk, x = _block(torch.device("cpu"))
     params = list(blk.parameters())
     ref = grads_of(blk, [x], params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from xla_ckpt._compile_scope import active, set_for_this_compile
+from xla_ckpt._base.compile_scope import active, set_for_this_compile
 
 
 class _Box:

@@ -23,8 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
-from xla_ckpt import _compat, _compiled, policies
-from xla_ckpt._plan import plans
+from xla_ckpt import policies
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._compile import marks as _compiled
+from xla_ckpt._policy.plan import plans
 from xla_ckpt.models import GPT, GPTConfig
 
 from helpers import assert_same
@@ -178,12 +180,9 @@ def _eager(name: str) -> dict[str, Any]:
     idx = _batch()
     # Every SAVE output the policy chose, before the eager engine's liveness drops the unread ones
     # (the partitioner's own dropping is checked above through bw_reads).
-    from unittest import mock
+    from xla_ckpt._engine.retain import liveness_off
 
-    from xla_ckpt import _engine
-
-    with xla_ckpt.saved_activations() as report, mock.patch.object(_engine._Region, "_keep_only_live",
-                                                                   lambda self, flow, early: None):
+    with xla_ckpt.saved_activations() as report, liveness_off():
         loss = model(idx, idx)
     loss.backward()
     # What the regions kept by the policy's SAVE (named by op); not their inputs, not outside values.
@@ -338,7 +337,6 @@ def test_marks_reach_a_tpu_like_backend() -> None:
 @pytest.mark.skipif(_compat.SAC_GIVES_OP_OUTPUT, reason="torch >= 2.13 gives policies out and tags under compile")
 def test_old_torch_says_so() -> None:
     """Before torch 2.13 the lowering warns (once per process) that out and tags are unavailable."""
-    _compiled._warn_old_torch.cache_clear()
     with pytest.warns(UserWarning, match=r"OpCall.out=None.*no xla_ckpt.tag names"):
         _compiled._warn_old_torch()
     with warnings.catch_warnings():

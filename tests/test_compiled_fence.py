@@ -16,7 +16,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 import xla_ckpt
-from xla_ckpt import _compiled_fence
+from xla_ckpt._compile import fence as _compiled_fence
 from xla_ckpt.models import GPT, GPTConfig
 
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layer=3, n_head=2, d_model=32)

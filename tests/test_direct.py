@@ -1,7 +1,7 @@
 """XLA's direct replay (``_direct``): the recorded program instead of running fn again.
 
 Each test compares every gradient with the un-checkpointed block and with the general replay
-(``DIRECT`` off), then shows the program did what it is for: fn's Python does not run in backward,
+(``general_replay()``), then shows the program did what it is for: fn's Python does not run in backward,
 the trace holds fewer ops, and where the program cannot be used, fn runs again.
 """
 
@@ -12,8 +12,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import OpCounter, assert_same, grads_of
-from xla_ckpt import _engine
+from helpers import OpCounter, assert_same, grads_of, replay_kind
 from xla_ckpt.models import Block, GPTConfig
 
 pytestmark = pytest.mark.xla
@@ -43,46 +42,46 @@ def _policy(name: str):
     return name
 
 
-def _run(device, policy, direct: bool, monkeypatch):
-    monkeypatch.setattr(_engine, "DIRECT", [direct])
+def _run(device, policy, direct: bool):
     torch.manual_seed(0)
     m = Counted().to(device)
     x = torch.randn(2, CFG.seq_len, CFG.d_model).to(device).requires_grad_()
     fn = m if policy is None else (lambda t: xla_ckpt.checkpoint(m, t, policy=_policy(policy)))
-    grads = grads_of(fn, [x], list(m.parameters()))
+    with replay_kind(direct):
+        grads = grads_of(fn, [x], list(m.parameters()))
     return m, grads
 
 
 @pytest.mark.parametrize("policy", PRESETS)
-def test_direct_replay_gives_the_plain_gradients_without_running_fn_again(xla_device, policy, monkeypatch):
-    _, ref = _run(xla_device, None, True, monkeypatch)
-    direct, got = _run(xla_device, policy, True, monkeypatch)
-    general, again = _run(xla_device, policy, False, monkeypatch)
+def test_direct_replay_gives_the_plain_gradients_without_running_fn_again(xla_device, policy):
+    _, ref = _run(xla_device, None, True)
+    direct, got = _run(xla_device, policy, True)
+    general, again = _run(xla_device, policy, False)
     assert_same(ref, got, **XLA_TOL)
     assert_same(again, got, **XLA_TOL)
     assert direct.calls == 1, "the direct replay ran fn's Python again"
     assert general.calls == 2, "the general replay runs fn once more in backward"
 
 
-def _backward_ops(device, direct: bool, monkeypatch) -> int:
-    monkeypatch.setattr(_engine, "DIRECT", [direct])
+def _backward_ops(device, direct: bool) -> int:
     torch.manual_seed(0)
     m = Counted().to(device)
     x = torch.randn(2, CFG.seq_len, CFG.d_model).to(device).requires_grad_()
-    y = xla_ckpt.checkpoint(m, x, policy="dots_with_no_batch_dims_saveable")
+    with replay_kind(direct):  # decided when the region's forward runs
+        y = xla_ckpt.checkpoint(m, x, policy="dots_with_no_batch_dims_saveable")
     with OpCounter() as ops:
         y.sum().backward()
     return sum(ops.counts.values())
 
 
-def test_direct_replay_traces_fewer_ops(xla_device, monkeypatch):
+def test_direct_replay_traces_fewer_ops(xla_device):
     """Only what backward reads: no fenced copy of every saved output, no dead op, no view fn made."""
-    direct = _backward_ops(xla_device, True, monkeypatch)
-    general = _backward_ops(xla_device, False, monkeypatch)
+    direct = _backward_ops(xla_device, True)
+    general = _backward_ops(xla_device, False)
     assert direct < general, (direct, general)
 
 
-def test_python_state_read_by_fn_gives_the_forwards_gradient(xla_device, monkeypatch):
+def test_python_state_read_by_fn_gives_the_forwards_gradient(xla_device):
     """The program is the forward's: a scale from a counter cannot diverge (the general replay raises)."""
     def make():
         calls = iter(range(1, 100))
@@ -90,13 +89,11 @@ def test_python_state_read_by_fn_gives_the_forwards_gradient(xla_device, monkeyp
 
     x = torch.randn(4, 4).to(xla_device).requires_grad_()
     ref = grads_of(make(), [x], [])
-    monkeypatch.setattr(_engine, "DIRECT", [True])
     fn = make()
     got = grads_of(lambda t: xla_ckpt.checkpoint(fn, t, policy="nothing_saveable"), [x], [])
     assert_same(ref, got, **XLA_TOL)
-    monkeypatch.setattr(_engine, "DIRECT", [False])
     fn = make()
-    with pytest.raises(xla_ckpt.CheckpointError, match="other arguments than in forward"):
+    with pytest.raises(xla_ckpt.CheckpointError, match="other arguments than in forward"), replay_kind(False):
         grads_of(lambda t: xla_ckpt.checkpoint(fn, t, policy="nothing_saveable"), [x], [])
 
 
@@ -113,8 +110,7 @@ class WritesInPlace(nn.Module):
         return torch.sin(y)
 
 
-def test_a_region_with_an_in_place_write_falls_back_to_the_general_replay(xla_device, monkeypatch):
-    monkeypatch.setattr(_engine, "DIRECT", [True])
+def test_a_region_with_an_in_place_write_falls_back_to_the_general_replay(xla_device):
     torch.manual_seed(0)
     m = WritesInPlace().to(xla_device)
     x = torch.randn(4, 8).to(xla_device).requires_grad_()

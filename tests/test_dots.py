@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from xla_ckpt import Decision, policies
-from xla_ckpt._dots import dot_batch, einsum_batch
-from xla_ckpt._policy import OpCall
+from xla_ckpt._policy.dots import dot_batch, einsum_batch
+from xla_ckpt._ir.opcall import OpCall
 
 aten = torch.ops.aten
 

@@ -17,7 +17,10 @@ from torch import nn
 import xla_ckpt
 from helpers import OpCounter, assert_same, grads_of, torch_sac_context
 from xla_ckpt import Decision, policies
-from xla_ckpt import _engine, _replay_state, _saved
+from xla_ckpt._engine.state import RegionState
+from xla_ckpt._ir.opcall import OpCall
+from xla_ckpt._ir import replay_state as _replay_state
+from xla_ckpt._hooks import saved as _saved
 from xla_ckpt.models import Block, GPTConfig
 
 aten = torch.ops.aten
@@ -225,9 +228,7 @@ def test_tags_drive_name_policies(device):
 def test_name_policy_on_an_untagged_region_says_so(monkeypatch):
     """A name policy where no op is tagged (an untagged model, such as Hugging Face's) keeps nothing
     by name: one warning per function and policy, naming both; none when a tag exists or for op policies."""
-    from xla_ckpt import _offload
 
-    monkeypatch.setattr(_offload, "_WARNED", set())
     model = _build("mlp", "cpu")  # no tags
     x = torch.randn(B, D, requires_grad=True)
     for pol in (policies.save_only_these_names("qkv"), policies.offload(policies.any_of(
@@ -389,7 +390,7 @@ def test_opcall_fields():
 
 def test_packet_matches_all_overloads():
     p = policies.save_ops(aten.add)
-    call = _engine.OpCall(aten.add.Tensor, (), {}, None)
+    call = OpCall(aten.add.Tensor, (), {}, None)
     assert p(call) is Decision.SAVE
     with pytest.raises(TypeError, match="not by string"):
         policies.save_ops("aten.mm")
@@ -414,7 +415,7 @@ def test_fence_is_exact_and_cheap(xla_device, monkeypatch):
         fenced = run()
     # One elementwise add per fenced element, against the step's matmul FLOPs.
     assert 0 < sum(elements) <= 0.01 * counter.get_total_flops(), (sum(elements), counter.get_total_flops())
-    monkeypatch.setattr(_engine._Region, "capture_grad", lambda self, g: None)  # no gradient: no fence
+    monkeypatch.setattr(RegionState, "capture_grad", lambda self, g: None)  # no gradient: no fence
     unfenced = run()
     for a, b in zip(fenced[0] + fenced[1], unfenced[0] + unfenced[1]):
         assert torch.equal(a.cpu(), b.cpu())

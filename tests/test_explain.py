@@ -8,7 +8,7 @@ import re
 import pytest
 
 from xla_ckpt.__main__ import main
-from xla_ckpt._explain import producer
+from xla_ckpt._cli.explain import producer
 
 SMALL = ["--layers", "2", "--d-model", "32", "--seq", "16"]
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import CheckpointPolicy
 
 import xla_ckpt
-from xla_ckpt import _engine
+from helpers import replay_kind
 
 pytestmark = pytest.mark.xla
 
@@ -63,19 +63,15 @@ def test_fresh_tensor_views_are_exact_under_every_policy(xla_device, case, direc
     torch.testing.assert_close(ref_g, cpu_g)
     if case == "issue":
         assert float(ref_y) == 215.0  # the issue's figure (the bug gave 145.0)
-    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # name policies on an untagged region
-            for name in xla_ckpt.policies.names():
-                policy = xla_ckpt.policies.get(name, **_ARGS.get(name, {}))
-                for verify in (False, True):
-                    y, g = _grad(fn, x0.to(xla_device), policy=policy, verify=verify)
-                    msg = f"{case} {name} verify={verify}"
-                    torch.testing.assert_close(y, ref_y, msg=lambda m: f"{msg} forward: {m}")
-                    torch.testing.assert_close(g, ref_g, msg=lambda m: f"{msg} grad: {m}")
-    finally:
-        _engine.DIRECT[0] = previous
+    with replay_kind(direct), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # name policies on an untagged region
+        for name in xla_ckpt.policies.names():
+            policy = xla_ckpt.policies.get(name, **_ARGS.get(name, {}))
+            for verify in (False, True):
+                y, g = _grad(fn, x0.to(xla_device), policy=policy, verify=verify)
+                msg = f"{case} {name} verify={verify}"
+                torch.testing.assert_close(y, ref_y, msg=lambda m: f"{msg} forward: {m}")
+                torch.testing.assert_close(g, ref_g, msg=lambda m: f"{msg} grad: {m}")
 
 
 _ARGS = {

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
+from helpers import replay_kind
 from fuzz_programs import (AFTER, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, has_state, policy_specs,
                            programs, resolve, run)
 
@@ -89,13 +90,8 @@ def test_fuzz_cpu(steps, spec, hooks, after, thread, outer):
        outer=st.sampled_from(OUTER))
 def test_fuzz_xla(xla_device, steps, spec, after, direct, outer):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
-    from xla_ckpt import _engine
-
-    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
-    try:
+    with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, after=after, outer=outer)
-    finally:
-        _engine.DIRECT[0] = previous
 
 
 # Issue 20: a dispatch mode around backward (the XLA replay's stand-ins left functionalization under
@@ -113,13 +109,8 @@ def test_fuzz_outer_modes_and_non_tensor_outputs_cpu(steps, spec, outer):
 @fuzz(0.15)
 @given(steps=focused_programs(MODES), spec=policy_specs(), outer=st.sampled_from(OUTER[1:]), direct=st.booleans())
 def test_fuzz_outer_modes_and_non_tensor_outputs_xla(xla_device, steps, spec, outer, direct):
-    from xla_ckpt import _engine
-
-    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
-    try:
+    with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, outer=outer)
-    finally:
-        _engine.DIRECT[0] = previous
 
 
 # Tensors made inside the region (factory ops, a copy from the CPU, index_put on a fresh tensor) and
@@ -139,15 +130,10 @@ def test_fuzz_fresh_tensors_cpu(steps, spec):
 def test_fuzz_fresh_tensors_xla(xla_device, steps, spec, direct, verify):
     """XLA: a factory op under the region's dispatch mode returned a tensor outside functionalization,
     whose views read the wrong elements: wrong forward values under every policy (issue 20)."""
-    from xla_ckpt import _engine
-
-    previous, _engine.DIRECT[0] = _engine.DIRECT[0], direct
-    try:
+    with replay_kind(direct):
         ref = run(steps, xla_device)
         got = run(steps, xla_device, resolve(spec), verify=verify)
         _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps)
-    finally:
-        _engine.DIRECT[0] = previous
 
 
 @fuzz(0.3)
@@ -166,9 +152,9 @@ def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
 
 def test_checker_catches_a_corrupted_saved_value(monkeypatch):
     """The comparison is not vacuous: corrupt every value handed out at a SAVE position and it fails."""
-    from xla_ckpt import _engine
+    from xla_ckpt._engine.state import RegionState
 
-    original = _engine._Region.cached
+    original = RegionState.cached
 
     def corrupted(self, pos, func, rec):
         return torch.utils._pytree.tree_map(
@@ -177,7 +163,7 @@ def test_checker_catches_a_corrupted_saved_value(monkeypatch):
 
     steps = (Step("linear", (0,), 0), Step("act", (2,), 0), Step("matmul", (3, 2), 0))
     assert check(steps, "everything_saveable", torch.device("cpu"), EXACT) == "exact"
-    monkeypatch.setattr(_engine._Region, "cached", corrupted)
+    monkeypatch.setattr(RegionState, "cached", corrupted)
     with pytest.raises(AssertionError, match="differs"):
         check(steps, "everything_saveable", torch.device("cpu"), EXACT)
 

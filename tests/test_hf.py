@@ -15,7 +15,10 @@ from torch import nn
 
 import xla_ckpt
 from helpers import assert_same
-from xla_ckpt import _hf, hf_models
+from xla_ckpt import hf_models
+from xla_ckpt._api import hf as _hf
+from xla_ckpt._base.errors import recompute_mismatch_hint
+from xla_ckpt._base.warn import forgetting
 from xla_ckpt.models import GPT, GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,8 +38,8 @@ def _grads(model, batch):
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
     # The notices are once per class and process; each test starts from none given.
-    _hf._warned_cache.clear()
-    _hf._warned_flag.clear()
+    with forgetting():
+        yield
 
 
 def test_cache_off_in_training_only_with_one_notice_per_class():
@@ -89,9 +92,9 @@ def test_without_cache_leaves_other_calls_alone():
 
 
 def test_mismatch_hint_names_the_cache():
-    hint = _hf.recompute_mismatch_hint("aten.cat.default", "model.layers.1.self_attn")
+    hint = recompute_mismatch_hint("aten.cat.default", "model.layers.1.self_attn")
     assert "key/value cache" in hint and "use_cache=False" in hint and "'model.layers.1.self_attn'" in hint
-    assert "mutated in place" in _hf.recompute_mismatch_hint("aten.add_.Tensor")
+    assert "mutated in place" in recompute_mismatch_hint("aten.add_.Tensor")
 
 
 @pytest.mark.parametrize("order", ["hf_first", "xla_ckpt_first"])

@@ -21,7 +21,7 @@ from torch import nn
 import xla_ckpt
 from helpers import assert_same, grads_of
 from xla_ckpt import Decision, policies
-from xla_ckpt._config import glob_regex
+from xla_ckpt._api.config import glob_regex
 
 D, B = 8, 4
 
@@ -320,6 +320,6 @@ def test_no_hook_outlives_tracking():
         with pytest.raises(RuntimeError, match="boom"):
             xla_ckpt.checkpoint(lambda x: (_ for _ in ()).throw(RuntimeError("boom")), torch.randn(2, requires_grad=True))
     assert len(torch.nn.modules.module._global_forward_pre_hooks) == before
-    from xla_ckpt import _modules
+    from xla_ckpt._base import modules as _modules
 
     assert _modules._local.depth == 0 and not _modules._local.stack and not _modules._local.names

@@ -18,7 +18,9 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 import xla_ckpt
 from helpers import assert_same, grads_of
-from xla_ckpt import Decision, _engine, _offload, policies
+from xla_ckpt import Decision, policies
+from xla_ckpt._engine import offload as _offload
+from xla_ckpt._engine import recompute as _recompute
 from xla_ckpt.models import Block, GPTConfig
 
 aten = torch.ops.aten
@@ -81,7 +83,6 @@ def test_gpt_block_gradients_equal_cpu(name):
 def test_gpt_block_gradients_equal_xla(xla_device, monkeypatch):
     """XLA:CPU: offloaded values stay on the device (said once), gradients equal, nothing reported as moved."""
     ref = _grads(xla_device, None, dropout=0.0)
-    monkeypatch.setattr(_offload, "_WARNED", set())
     with pytest.warns(UserWarning, match="XLA:CPU"):
         got = _grads(xla_device, policies.offload("dots_saveable"), dropout=0.0)
     assert_same(ref, got)
@@ -170,18 +171,18 @@ def test_second_backward_fetches_again():
 def test_prefetch_runs_one_region_ahead(monkeypatch):
     """When a region's replay starts, its copies and the previous region's come back; the next replay waits on none."""
     log = []
-    back, recompute = _offload._StandIn.back, _engine._Region._recompute
+    back, recompute = _offload._StandIn.back, _recompute.recompute
 
     def logged_back(self, host, device):
         log.append("back")
         return back(self, host, device)
 
-    def logged_recompute(self):
+    def logged_recompute(state):
         log.append("replay")
-        return recompute(self)
+        return recompute(state)
 
     monkeypatch.setattr(_offload._StandIn, "back", logged_back)
-    monkeypatch.setattr(_engine._Region, "_recompute", logged_recompute)
+    monkeypatch.setattr(_recompute, "recompute", logged_recompute)
     cpu = torch.device("cpu")
     blocks, x = [_block(cpu, 0.0), _block(cpu, 0.0)], _input(cpu)
     h = x
@@ -307,15 +308,14 @@ def test_a_plan_may_offload():
 def test_compiled_marks_offload_as_must_save(monkeypatch):
     from torch.utils.checkpoint import CheckpointPolicy
 
-    from xla_ckpt import _compiled
+    from xla_ckpt._compile import marks as _compiled
 
-    monkeypatch.setattr(_offload, "_WARNED", set())
     with pytest.warns(UserWarning, match="no offload mark"):
-        assert _compiled._mark(OFFLOAD) is CheckpointPolicy.MUST_SAVE
+        assert _compiled.mark_of(OFFLOAD) is CheckpointPolicy.MUST_SAVE
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once only
-        assert _compiled._mark(OFFLOAD) is CheckpointPolicy.MUST_SAVE
-    assert _compiled._mark(RECOMPUTE) is CheckpointPolicy.PREFER_RECOMPUTE
+        assert _compiled.mark_of(OFFLOAD) is CheckpointPolicy.MUST_SAVE
+    assert _compiled.mark_of(RECOMPUTE) is CheckpointPolicy.PREFER_RECOMPUTE
 
 
 @pytest.mark.xla
@@ -326,7 +326,6 @@ def test_scan_layers_keeps_offload_on_device(xla_device, monkeypatch):
     layers = _layers(2, xla_device)
     x = torch.randn(2, 16, 32).to(xla_device).requires_grad_()
     ref = _run(layers, x, _unrolled(layers))
-    monkeypatch.setattr(_offload, "_WARNED", set())
     with pytest.warns(UserWarning, match="no offload mark"):
         got = _run(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
     assert_same(ref, got)

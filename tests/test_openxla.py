@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import xla_ckpt
-from xla_ckpt import _compile_scope
+from xla_ckpt._base import compile_scope as _compile_scope
 from xla_ckpt.models import GPT, GPTConfig
 
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layer=2, n_head=2, d_model=32)

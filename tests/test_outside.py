@@ -133,11 +133,10 @@ def test_a_replaced_outside_tensor_is_an_error_not_a_new_value(device):
 
 
 @pytest.mark.xla
-def test_the_general_replay_on_xla_also_refuses_a_replaced_tensor(xla_device, monkeypatch):
-    from xla_ckpt import _engine
+def test_the_general_replay_on_xla_also_refuses_a_replaced_tensor(xla_device):
+    from xla_ckpt._engine.direct import general_replay
 
-    monkeypatch.setattr(_engine, "DIRECT", [False])
-    with pytest.raises(xla_ckpt.CheckpointError, match=r"aten\.add.*values differ from the forward's"):
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"aten\.add.*values differ from the forward's"), general_replay():
         _replaced(xla_device, 2.0)
 
 

@@ -11,7 +11,7 @@ from torch import nn
 
 import xla_ckpt
 from helpers import assert_same, grads_of
-from xla_ckpt import _saved
+from xla_ckpt._hooks import saved as _saved
 from xla_ckpt.models import Block, GPTConfig
 
 B, D, H, O = 5, 8, 16, 4

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from xla_ckpt import _scan
+from xla_ckpt._api import scan as _scan
 from xla_ckpt.models import Block, GPTConfig
 
 from helpers import assert_same

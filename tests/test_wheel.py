@@ -25,7 +25,7 @@ model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16,
 report = xla_ckpt.apply(model, "megatron_selective")
 assert [w.name for w in report.wrapped] == ["0", "1", "2"], report
 assert xla_ckpt.load_config("full").checkpoint[0].blocks
-print("OK", xla_ckpt._presets.preset_dir())
+print("OK", xla_ckpt._base.presets.preset_dir())
 """
 
 

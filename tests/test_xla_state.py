@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import xla_ckpt
-from xla_ckpt import _direct
+from xla_ckpt._engine import direct as _direct
+from xla_ckpt._engine import program as _program
 
 pytestmark = pytest.mark.xla
 
@@ -30,7 +31,7 @@ def _run(xla_device, monkeypatch, manual: bool):
     monkeypatch.setattr(_direct, "spmd", lambda: True)
     monkeypatch.setattr(_direct, "sharding_of", lambda t: SHARDING if tuple(t.shape) == H else None)
     monkeypatch.setattr(_direct, "is_manual", lambda t: manual and tuple(t.shape) == H)
-    monkeypatch.setattr(_direct, "annotate", lambda t, s: annotated.append((tuple(t.shape), s)))
+    monkeypatch.setattr(_program, "annotate", lambda t, s: annotated.append((tuple(t.shape), s)))
     build = _direct.Recorder.build
 
     def spy(self, *a, **k):

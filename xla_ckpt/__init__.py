@@ -1,21 +1,22 @@
 """xla_ckpt: selective activation checkpointing for PyTorch/XLA and eager PyTorch."""
 
 from xla_ckpt import policies
-from xla_ckpt._apply import ApplyReport, Wrapped, apply
-from xla_ckpt._blocks import find_blocks
-from xla_ckpt._config import Config, ConfigError, PolicySpec, Rule, load_config, presets
-from xla_ckpt._engine import CheckpointError, checkpoint
-from xla_ckpt._estimate import Estimate, estimate, meta_copy
-from xla_ckpt._fit import FitReport, FitRow, fit
-from xla_ckpt._scale import estimate_layers
-from xla_ckpt._linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
-from xla_ckpt._plan import Cost, Planner, RegionView
-from xla_ckpt._policy import Decision, OpCall, Policy
-from xla_ckpt._report import SavedEntry, SavedReport, saved_activations
-from xla_ckpt._saved import weights_by_reference
-from xla_ckpt._scan import scan_layers
-from xla_ckpt._tag import tag
-from xla_ckpt._wrap import checkpointed, uncheckpointed
+from xla_ckpt._api.apply import ApplyReport, Wrapped, apply
+from xla_ckpt._api.blocks import find_blocks
+from xla_ckpt._api.config import Config, ConfigError, PolicySpec, Rule
+from xla_ckpt._api.config_load import load_config, presets
+from xla_ckpt._engine.region import CheckpointError, checkpoint
+from xla_ckpt._api.estimate import Estimate, estimate, meta_copy
+from xla_ckpt._api.fit import FitReport, FitRow, fit
+from xla_ckpt._api.scale import estimate_layers
+from xla_ckpt._hooks.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
+from xla_ckpt._policy.plan import Cost, Planner, RegionView
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._hooks.report import SavedEntry, SavedReport, saved_activations
+from xla_ckpt._hooks.saved import weights_by_reference
+from xla_ckpt._api.scan import scan_layers
+from xla_ckpt._api.tag import tag
+from xla_ckpt._api.wrap import checkpointed, uncheckpointed
 
 __all__ = [
     "ApplyReport",

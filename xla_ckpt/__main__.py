@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from xla_ckpt._explain import explain
-from xla_ckpt._config import presets
+from xla_ckpt._cli.explain import explain
+from xla_ckpt._api.config_load import presets
 
 USAGE = ("usage: python -m xla_ckpt explain CONFIG [--model gpt|ARCH|any causal-LM model_type] [--device cpu|xla]\n"
          "       python -m xla_ckpt presets\n"
@@ -28,7 +28,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if argv and argv[0] == "explain":
         return explain(argv[1:])
     if argv and argv[0] == "fit":
-        from xla_ckpt._fit_cli import main as fit_main  # noqa: PLC0415
+        from xla_ckpt._cli.fit import main as fit_main  # noqa: PLC0415
 
         return fit_main(argv[1:])
     print(USAGE)

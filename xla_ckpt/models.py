@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xla_ckpt._tag import tag
+from xla_ckpt._api.tag import tag
 
 __all__ = ["GPTConfig", "Block", "GPT"]
 

@@ -378,7 +378,7 @@ def test_einsum_products_saved_xla(xla_device, policy):
 @pytest.mark.xla
 def test_einsum_visible_on_xla(xla_device):
     """What the engine needs on XLA: under einsum_visible() a dispatch mode sees einsum's bmm; same grads."""
-    from xla_ckpt import _xla
+    from xla_ckpt._base import xla as _xla
 
     a0, b0 = torch.randn(3, 4), torch.randn(4, 5)
 

@@ -77,7 +77,7 @@ def total(fn):
 
 
 def _no_state_left():
-    from xla_ckpt import _saved
+    from xla_ckpt._hooks import saved as _saved
 
     assert _saved.state.region is None and _saved.state.recompute is None
     assert torch._C._len_torch_dispatch_stack() == 0

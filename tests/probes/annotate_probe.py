@@ -11,6 +11,7 @@ largest difference from one unsharded CPU run. Usage:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -31,7 +32,8 @@ def main() -> None:
     import torch_xla.runtime as xr
 
     import xla_ckpt
-    from xla_ckpt import _engine, _xla
+    from xla_ckpt._engine.direct import general_replay
+    from xla_ckpt._base import xla_dump as _xla_dump
 
     xr.use_spmd()
     n = xr.global_runtime_device_count()
@@ -70,15 +72,14 @@ def main() -> None:
         x = x_cpu.to(dev)
         torch_xla.sync()
         before = set(os.listdir(dump))
-        _engine.DIRECT[0] = not general
-        loss = loss_of(x, ws, policy)
+        with general_replay() if general else contextlib.nullcontext():
+            loss = loss_of(x, ws, policy)
         loss.backward()
         grads = [t.grad for pair in ws for t in pair]
         graph = torch_xla._XLAC._get_graph_hash(grads)
         torch_xla.sync()
-        _engine.DIRECT[0] = True
         new = sorted(set(os.listdir(dump)) - before)
-        peaks = {k: v for k, v in _xla.compiled_peaks(dump).items() if k in new}
+        peaks = {k: v for k, v in _xla_dump.compiled_peaks(dump).items() if k in new}
         if peaks:  # a graph compiled for this variant (an identical one is cached: no new dump)
             top = max(peaks, key=peaks.get)
             hlo = open(os.path.join(dump, top.replace("-buffer-assignment.txt", ".txt"))).read()

@@ -8,6 +8,7 @@ prints one JSON line: {"peak": bytes, "dots": n, "grads": [...sums...]}
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,9 +33,12 @@ def main() -> None:
     from torch import nn
 
     import xla_ckpt
-    from xla_ckpt import _engine
+    import xla_ckpt._base.xla_dump
+    from xla_ckpt._engine.direct import general_replay
 
-    _engine.DIRECT[0] = not a.general_replay
+    scope = contextlib.ExitStack()  # for the whole probe process
+    if a.general_replay:
+        scope.enter_context(general_replay())
     dev = torch_xla.device()
     torch.manual_seed(0)
     if a.gpt:
@@ -61,7 +65,7 @@ def main() -> None:
     h.square().sum().backward()
     torch_xla.sync()
     grads = [float(t.grad.abs().sum().cpu()) for t in [x, *blocks.parameters()]]
-    peaks = xla_ckpt._xla.compiled_peaks(a.dump)
+    peaks = xla_ckpt._base.xla_dump.compiled_peaks(a.dump)
     # The forward+backward graph is the one with the largest peak (other graphs: data init, .cpu()).
     name, peak = max(peaks.items(), key=lambda kv: kv[1])
     hlo = name.replace("-buffer-assignment.txt", ".txt")

@@ -30,7 +30,7 @@ def main() -> None:
     from torch import nn
 
     import xla_ckpt
-    from xla_ckpt import _xla
+    from xla_ckpt._base import xla_dump as _xla_dump
     from xla_ckpt.models import Block, GPTConfig
 
     dev = torch_xla.device()
@@ -52,7 +52,7 @@ def main() -> None:
     torch_xla.sync()
     grads = [float(t.grad.abs().sum().cpu()) for t in [x, *layers.parameters()]]
     elapsed = time.perf_counter() - t0
-    peaks = _xla.compiled_peaks(a.dump)
+    peaks = _xla_dump.compiled_peaks(a.dump)
     print(json.dumps({"peak": max(peaks.values()), "grads": grads, "trace_compile_s": elapsed}))
 
 

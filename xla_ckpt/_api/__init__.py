@@ -1,0 +1,2 @@
+"""What users call: wrapping, ``apply``, configs and presets, Hugging Face, scan, estimate and fit.
+"""

@@ -1,0 +1,231 @@
+"""``fit``: which checkpoint policy lets a model train on given chips, before renting them.
+
+Per chip: parameters, gradients and optimizer state (sharded by FSDP), the gathered weights FSDP
+holds while a block runs, and the activations each policy keeps (``estimate_layers`` on the meta
+device). On XLA chips the activations are scaled by the measured band between XLA's compiled peak
+and the estimate (docs/estimate.md). The recommendation is the policy that recomputes least among
+those that fit, with the headroom it leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import torch
+from torch import nn
+
+from xla_ckpt._api.chips import CHIPS, GIB
+from xla_ckpt._base.presets import preset_names
+from xla_ckpt._api.blocks import find_blocks
+from xla_ckpt._api.scale import estimate_layers, recompute_working_bytes
+
+__all__ = ["FitRow", "FitReport", "fit", "hf_builder", "DTYPES", "XLA_BAND", "DEFAULT_BUDGETS"]
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# Compiled peak on XLA:CPU minus parameters and gradients, over the estimate's activation bytes plus
+# one block's recompute working set, for the demo GPT and three HF architectures at two sizes and
+# five policies each (bench/xla_band.py, bench/results/xla_band.json; docs/estimate.md).
+XLA_BAND = (0.7397, 1.5256)
+DEFAULT_BUDGETS = (0.05, 0.1, 0.25, 0.5)
+DECODERS = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3")
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """One policy's line: what it keeps per chip, what the chip then holds, what it recomputes."""
+
+    policy: str
+    activation_bytes: int  # what autograd keeps for backward (xla_ckpt.estimate)
+    working_bytes: int  # what a block's recompute brings back while its backward runs (one at a time)
+    charged_bytes: int  # activation_bytes + working_bytes, times the XLA band's upper end on XLA chips
+    total_bytes: int
+    headroom_bytes: int
+    fits: bool
+    recompute_flops: int
+    recompute_share: float
+    extrapolated: bool
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Everything ``fit`` found; ``str()`` is the table the CLI prints, ``to_json()`` the same as JSON."""
+
+    model: str
+    chip: str
+    hbm_bytes: int
+    chips: int
+    fsdp: int
+    batch: int
+    seq: int
+    n_params: int
+    param_bytes: int
+    grad_bytes: int
+    optimizer_bytes: int
+    gather_bytes: int
+    band: Optional[tuple[float, float]]
+    reserve: float
+    rows: list[FitRow] = field(default_factory=list)
+    recommended: Optional[str] = None
+
+    @property
+    def static_bytes(self) -> int:
+        return self.param_bytes + self.grad_bytes + self.optimizer_bytes + self.gather_bytes
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def __str__(self) -> str:
+        g = lambda n: f"{n / GIB:8.2f} GiB"  # noqa: E731
+        usable = int(self.hbm_bytes * (1 - self.reserve))
+        lines = [
+            f"{self.model}: {self.n_params / 1e9:.2f}B parameters, seq {self.seq}, batch {self.batch} per chip, "
+            f"{self.chips} x {self.chip} ({self.hbm_bytes / GIB:.0f} GiB each), FSDP over {self.fsdp}",
+            f"per chip:  parameters {g(self.param_bytes)}   gradients {g(self.grad_bytes)}   optimizer {g(self.optimizer_bytes)}"
+            f"   FSDP gathered block x2 {g(self.gather_bytes)}   = {g(self.static_bytes)}",
+        ]
+        if self.band is not None:
+            lines.append(f"XLA chip: activations charged x{self.band[1]:.2f} (the upper end of the measured "
+                         f"XLA:CPU band {self.band[0]:.2f}-{self.band[1]:.2f}, docs/estimate.md)")
+        lines.append(f"usable HBM {g(usable)} ({self.reserve:.0%} reserved for the runtime and fragmentation)")
+        lines.append("activations: kept for backward; working: one block's recompute in its backward; charged: "
+                     "their sum" + (" x the XLA band" if self.band else ""))
+        lines.append(f"{'policy':20s} {'activations':>12s} {'working':>12s} {'charged':>12s} {'total':>12s} "
+                     f"{'headroom':>12s}  {'recompute':>9s}  fits")
+        for r in self.rows:
+            lines.append(f"{r.policy:20s} {g(r.activation_bytes):>12s} {g(r.working_bytes):>12s} {g(r.charged_bytes):>12s} "
+                         f"{g(r.total_bytes):>12s} {g(r.headroom_bytes):>12s}  {r.recompute_share:8.1%}   "
+                         f"{'yes' if r.fits else 'NO'}")
+        if self.recommended is None:
+            lines.append("no policy fits: add chips (FSDP shards the static part), lower the per-chip batch or "
+                         "the sequence length, or offload activations to the host")
+        else:
+            best = next(r for r in self.rows if r.policy == self.recommended)
+            lines.append(f"recommended: {best.policy} (least recompute that fits: {best.recompute_share:.1%} of the "
+                         f"step's FLOPs), headroom {best.headroom_bytes / GIB:.2f} GiB per chip")
+        return "\n".join(lines)
+
+
+def _period(cfg: Any) -> int:
+    types = getattr(cfg, "layer_types", None)
+    if not types:
+        return 1
+    return next(p for p in range(1, len(types) + 1) if all(t == types[i % p] for i, t in enumerate(types)))
+
+
+def hf_builder(config: Union[str, os.PathLike[str], Mapping[str, Any]], batch: int, seq: int,
+               dtype: torch.dtype) -> tuple[Callable[[int], tuple[nn.Module, tuple, dict]], int, int, str]:
+    """``(n -> meta model of n layers with inputs, layers, period, name)`` from a Hugging Face config.
+
+    ``config``: a ``config.json`` path (or its folder), or the dict it holds (``model_type`` included).
+    """
+    import transformers  # noqa: PLC0415
+
+    if isinstance(config, Mapping):
+        data = dict(config)
+    else:
+        path = os.fspath(config)
+        path = os.path.join(path, "config.json") if os.path.isdir(path) else path
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    if "model_type" not in data:
+        raise ValueError("fit: the Hugging Face config has no 'model_type' (llama, mistral, ...); add it")
+    base = transformers.AutoConfig.for_model(**data)
+    n_layers, period = int(base.num_hidden_layers), _period(base)
+    types = list(getattr(base, "layer_types", None) or [])
+
+    def build(n: int) -> tuple[nn.Module, tuple, dict]:
+        extra = {"layer_types": types[:n]} if types else {}
+        cfg = transformers.AutoConfig.for_model(**{**data, "num_hidden_layers": n, **extra})
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model = model.to(dtype).train()
+        ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+        return model, (), {"input_ids": ids, "labels": ids}
+
+    return build, n_layers, period, data.get("_name_or_path") or data["model_type"]
+
+
+def arch_config(arch: str, hidden: int, layers: int, heads: int, kv_heads: Optional[int], mlp: Optional[int],
+                vocab: int, seq: int, head_dim: Optional[int] = None) -> dict[str, Any]:
+    """A Hugging Face config dict for a built-in decoder architecture with these sizes."""
+    if arch not in DECODERS:
+        raise ValueError(f"fit: unknown architecture {arch!r}; built in: {', '.join(DECODERS)} "
+                         "(any other: --hf-config config.json)")
+    out = dict(model_type=arch, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+               num_key_value_heads=kv_heads or heads, intermediate_size=mlp or 4 * hidden, vocab_size=vocab,
+               max_position_embeddings=seq)
+    if head_dim or arch in ("gemma", "gemma2", "gemma3", "qwen3"):
+        out["head_dim"] = head_dim or hidden // heads  # these default to a fixed head_dim otherwise
+    return out
+
+
+def _policies(budgets: Sequence[float]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [(p, p) for p in preset_names()]
+    out += [(f"memory_budget({f:g})", {"checkpoint": [{"blocks": True, "budget": f}]}) for f in budgets]
+    return out
+
+
+def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, batch: int = 1, chips: int = 1,
+        chip: Optional[str] = None, hbm_gib: Optional[float] = None, param_dtype: str = "bf16",
+        optim_dtype: str = "fp32", fsdp: Optional[int] = None, budgets: Sequence[float] = DEFAULT_BUDGETS,
+        reserve: float = 0.05, xla: Optional[bool] = None) -> FitReport:
+    """Per-chip memory of training ``config`` under every preset and budget; the least-recompute fit.
+
+    Args:
+        config: a Hugging Face ``config.json`` path or dict (``arch_config`` makes one from sizes).
+        seq, batch: sequence length and per-chip batch. chips: how many; fsdp: the FSDP sharding
+            degree (default: all chips; 1 = replicated).
+        chip: a name in ``xla_ckpt._api.chips.CHIPS`` (v4, v5e, v5p, v6e, h100, h200), or hbm_gib.
+        param_dtype: parameters, gradients and activations; optim_dtype: Adam's two moments, plus a
+            master copy of the weights when wider than param_dtype.
+        reserve: fraction of HBM kept free for the runtime. xla: apply the XLA band (default: the chip's kind).
+
+    Example:
+        >>> report = fit("llama3_70b.json", seq=8192, batch=1, chips=64, chip="v5p")
+        >>> print(report); report.recommended
+    """
+    if (chip is None) == (hbm_gib is None):
+        raise ValueError(f"fit: give chip= (one of {', '.join(CHIPS)}) or hbm_gib=, exactly one")
+    if chip is not None and chip not in CHIPS:
+        raise ValueError(f"fit: unknown chip {chip!r}; known: {', '.join(CHIPS)} (or give hbm_gib=)")
+    for name, d in (("param_dtype", param_dtype), ("optim_dtype", optim_dtype)):
+        if d not in DTYPES:
+            raise ValueError(f"fit: {name}={d!r}; allowed: {', '.join(DTYPES)}")
+    fsdp = chips if fsdp is None else fsdp
+    if min(seq, batch, chips, fsdp) < 1 or chips % fsdp:
+        raise ValueError(f"fit: seq, batch, chips, fsdp must be >= 1 and fsdp must divide chips; got "
+                         f"seq={seq} batch={batch} chips={chips} fsdp={fsdp}")
+    if not 0 <= reserve < 1:
+        raise ValueError(f"fit: reserve is a fraction of HBM in [0, 1), got {reserve!r}")
+    hbm = CHIPS[chip].hbm_bytes if chip is not None else int(hbm_gib * GIB)  # type: ignore[operator]
+    on_xla = CHIPS[chip].xla if xla is None and chip is not None else bool(xla)
+    dtype = DTYPES[param_dtype]
+    build, n_layers, period, name = hf_builder(config, batch, seq, dtype)
+    full, _, _ = build(n_layers)
+    n_params = sum(p.numel() for p in full.parameters())
+    blocks = find_blocks(full)
+    block = max((sum(p.numel() for p in full.get_submodule(b).parameters()) for b in blocks), default=0)
+    del full
+    psize, osize = dtype.itemsize, DTYPES[optim_dtype].itemsize
+    master = 4 if osize > psize else 0
+    band = XLA_BAND if on_xla else None
+    report = FitReport(
+        model=name, chip=chip or f"{hbm_gib:g} GiB", hbm_bytes=hbm, chips=chips, fsdp=fsdp, batch=batch, seq=seq,
+        n_params=n_params, param_bytes=n_params * psize // fsdp, grad_bytes=n_params * psize // fsdp,
+        optimizer_bytes=n_params * (2 * osize + master) // fsdp, gather_bytes=2 * block * psize if fsdp > 1 else 0,
+        band=band, reserve=reserve)
+    usable = int(hbm * (1 - reserve))
+    unchecked, _ = estimate_layers(build, n_layers, period, config="none")
+    for label, how in _policies(budgets):
+        est, scaled = (unchecked, True) if how == "none" else estimate_layers(build, n_layers, period, config=how)
+        working = recompute_working_bytes(est, unchecked, blocks)
+        charged = int((est.activation_bytes + working) * (band[1] if band else 1.0))
+        total = report.static_bytes + charged
+        report.rows.append(FitRow(label, est.activation_bytes, working, charged, total, usable - total,
+                                  total <= usable, est.recompute_flops, est.recompute_share, scaled))
+    report.rows.sort(key=lambda r: (r.recompute_flops, r.total_bytes))
+    fitting = [r for r in report.rows if r.fits]
+    return FitReport(**{**report.__dict__, "recommended": fitting[0].policy if fitting else None})

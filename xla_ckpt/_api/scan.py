@@ -1,0 +1,163 @@
+"""``scan_layers``: torch_xla's scan over identical layers, the policy deciding what the body saves.
+
+torch_xla traces one layer with AOTAutograd and compiles that body once for every layer (a while
+loop in HLO), so trace and compile time stay flat in depth. What the body keeps for backward is
+chosen by the AOTAutograd partition function; here it is the min-cut partitioner with every
+forward node of the body marked by our policy (SAVE -> ``MUST_SAVE``, RECOMPUTE ->
+``PREFER_RECOMPUTE``, OFFLOAD -> ``MUST_SAVE`` with a warning: no offload mark exists), the same
+marks the compiled lowering (``_compiled``) gives torch.
+
+What the policy sees in the body: ``op``, ``args``, ``kwargs`` and ``out`` as fake tensors (shapes,
+no values), ``nbytes`` and ``flops``; ``module`` is "" and ``tag`` None (the body is traced without
+module information). The ops are those torch_xla traces for the body: a ``Linear`` is ``mm`` + ``add``
+and a ``LayerNorm`` a batch norm on XLA, so op-based policies (``dots_saveable``) match as on XLA.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+from torch.fx import GraphModule, Node
+from torch.utils._pytree import tree_map
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._compile.marks import mark_of
+from xla_ckpt._compile.opcall import CompiledOpCall, skipped
+from xla_ckpt._policy.plan import plans
+from xla_ckpt._ir.opcall import Decision, Policy, ask
+from xla_ckpt._policy.registry import resolve
+
+__all__ = ["scan_layers", "partition_fn"]
+
+_PARTITIONS: dict[int, tuple[Policy, Any]] = {}
+
+
+def _forward_nodes(joint: GraphModule, num_fwd_outputs: int) -> set[Node]:
+    """Nodes the forward outputs are computed from (the rest of the joint graph is backward)."""
+    out = next(n for n in joint.graph.nodes if n.op == "output")
+    todo = [a for a in out.args[0][:num_fwd_outputs] if isinstance(a, Node)]
+    seen: set[Node] = set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(n.all_input_nodes)
+    # Multi-output ops: every output of a forward op is forward (a norm's mean and rstd too).
+    for n in list(seen):
+        seen.update(u for u in n.users if u.target is operator.getitem)
+    return seen
+
+
+def mark(joint: GraphModule, num_fwd_outputs: int, policy: Policy) -> dict[str, Decision]:
+    """Write the policy's marks on the forward nodes of ``joint``; returns the decisions by node name."""
+    forward = _forward_nodes(joint, num_fwd_outputs)
+    from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
+    val = lambda a: a.meta.get("val") if isinstance(a, Node) else a  # noqa: E731
+    decided: dict[str, Decision] = {}
+    for n in joint.graph.nodes:
+        if n.op != "call_function" or n not in forward:
+            continue
+        n.meta["ac_graph_id"] = 0
+        if n.target is operator.getitem:
+            continue  # marked with its producer below
+        if not isinstance(n.target, torch._ops.OpOverload) or skipped(n.target):
+            n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+            continue
+        if n.target._schema.is_mutable:
+            n.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+            continue
+        args, kwargs = tree_map(val, (n.args, n.kwargs))
+        decision = ask(policy, CompiledOpCall(n.target, tuple(args), dict(kwargs), n.meta.get("val")), "scan_layers")
+        decided[n.name] = decision
+        n.meta["recompute"] = mark_of(decision)
+        for u in n.users:
+            if u.target is operator.getitem:
+                u.meta["recompute"] = n.meta["recompute"]
+    return decided
+
+
+def partition_fn(policy: Any) -> Any:
+    """The AOTAutograd partition function that saves what ``policy`` saves (one per policy, reused).
+
+    torch_xla caches a traced layer by ``id(partition_fn)``, so the same policy gets the same function.
+    """
+    pol = _per_op(policy)
+    cached = _PARTITIONS.get(id(pol))
+    if cached is not None and cached[0] is pol:
+        return cached[1]
+
+    def partition(joint: GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, **kw: Any) -> Any:
+        from torch._functorch.partitioners import min_cut_rematerialization_partition  # noqa: PLC0415
+
+        mark(joint, num_fwd_outputs, pol)
+        return min_cut_rematerialization_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
+
+    partition.policy = pol  # type: ignore[attr-defined]
+    _PARTITIONS[id(pol)] = (pol, partition)
+    return partition
+
+
+def _per_op(policy: Any) -> Policy:
+    pol = resolve(policy, where="scan_layers policy")
+    if plans(pol):
+        raise TypeError(f"xla_ckpt.scan_layers: {pol!r} plans a whole eager region; the scan body is marked op "
+                        "by op, so use a per-op policy here (e.g. dots_with_no_batch_dims_saveable)")
+    return pol
+
+
+def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "nothing_saveable") -> torch.Tensor:
+    """Run ``layers`` in sequence on ``x`` with torch_xla's scan, ``policy`` deciding what each saves.
+
+    Args:
+        layers: modules of identical structure (same parameter shapes, same computation), not
+            wrapped with :func:`xla_ckpt.checkpointed` (the scan body is traced once, not run).
+        x: the first layer's input, on an XLA device.
+        policy: a registered policy name or any ``(OpCall) -> Decision`` (``module`` is "" and
+            ``tag`` None in the scan body).
+
+    Equivalent to ``for layer in layers: x = layer(x)`` with equal gradients; one layer body is
+    traced and compiled for all layers. Needs torch_xla.
+
+    Example:
+        >>> y = xla_ckpt.scan_layers(model.layers, x, policy="dots_saveable")
+    """
+    from xla_ckpt._api import wrap as _wrap
+    from xla_ckpt._base import xla as _xla  # noqa: PLC0415
+
+    layers = list(layers)
+    if not isinstance(x, torch.Tensor) or not _xla.is_xla(x):
+        # (An XLA tensor implies torch_xla; asking find_spec first would break Dynamo's graph.)
+        if not _xla.available():
+            raise RuntimeError("xla_ckpt.scan_layers needs torch_xla: pip install -e '.[xla]'")
+        raise ValueError(f"xla_ckpt.scan_layers: x must be a tensor on an XLA device, got {_describe(x)}")
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, nn.Module):
+            raise TypeError(f"xla_ckpt.scan_layers: layers[{i}] is {type(layer).__name__}, not an nn.Module")
+        if _wrap.checkpoint_policy(layer) is not None:
+            raise ValueError(
+                f"xla_ckpt.scan_layers: layers[{i}] ({type(layer).__name__}) is wrapped with checkpointed(); "
+                "scan traces the layer body once, so pass the policy to scan_layers and unwrap the layers "
+                "with xla_ckpt.uncheckpointed(layer)"
+            )
+    if _compat.is_compiling():
+        # torch_xla's scan traces and compiles the body itself, which Dynamo cannot trace. Under
+        # torch.compile the layers run as a loop of compiled regions with the policy's marks
+        # (``_compiled``): the same saves, one graph (Dynamo unrolls the loop), equal gradients.
+        from xla_ckpt._compile import marks as _compiled  # noqa: PLC0415
+
+        pol = _per_op(policy)
+        for layer in layers:
+            x = _compiled.checkpoint(layer, (x,), {}, pol)
+        return x
+    fn = partition_fn(policy)
+    from torch_xla.experimental.scan_layers import scan_layers as xla_scan_layers  # noqa: PLC0415
+
+    return xla_scan_layers(layers, x, partition_fn=fn)
+
+
+def _describe(x: Any) -> str:
+    return f"a tensor on {x.device}" if isinstance(x, torch.Tensor) else type(x).__name__

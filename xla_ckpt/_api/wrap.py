@@ -1,0 +1,194 @@
+"""``checkpointed``: one line on a function, a module class or a module instance."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Optional, TypeVar, overload
+
+from torch import nn
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._api import hf as _hf
+from xla_ckpt._base import modules as _modules
+from xla_ckpt._engine.region import checkpoint
+from xla_ckpt._policy.registry import resolve
+
+__all__ = ["checkpointed", "uncheckpointed", "checkpoint_policy"]
+
+T = TypeVar("T")
+
+
+class _CheckpointedForward:
+    """Instance-level ``forward`` of a checkpointed module (picklable and deep-copyable with it).
+
+    ``inner`` is an instance-level forward that was there before (e.g. ``patch_linear``'s), else None.
+    """
+
+    def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]], verify: bool = False) -> None:
+        self.module = module
+        self.policy = policy
+        self.inner = inner
+        self.verify = verify
+        self.cache = _hf.cache_plan(inner if inner is not None else type(module).forward)
+
+    # Method-like, so wrappers that inspect ``module.forward.__func__`` (torch_xla's FSDPv2) accept it.
+    @property
+    def __self__(self) -> nn.Module:
+        return self.module
+
+    @property
+    def __func__(self) -> Callable[..., Any]:
+        return type(self.module).forward
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        # inspect.signature(module.forward) stays the model's own (HF Trainer filters columns by it).
+        return inspect.signature(self.inner if self.inner is not None else type(self.module).forward.__get__(self.module))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module
+        args, kwargs = _prepare(module, self.cache, args, kwargs)
+        fwd = self.inner if self.inner is not None else functools.partial(type(module).forward, module)
+        if _compat.is_compiling():
+            # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
+            return checkpoint(fwd, *args, policy=self.policy, fn_kwargs=kwargs)
+        with _modules.entered(module):
+            return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, fn_kwargs=kwargs)
+
+
+def _prepare(module: nn.Module, cache: Optional[_hf.CachePlan], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Per call, before the region: HF's own checkpointing off (it would nest a second one inside
+    ours; the flag may have been set after wrapping) and any KV cache off in training. ``cache`` was
+    read from the forward's signature when it was wrapped: nothing here inspects or caches (Dynamo)."""
+    if getattr(module, "gradient_checkpointing", None) is True and not _compat.is_compiling():
+        # Set after wrapping (Trainer(gradient_checkpointing=True) calls gradient_checkpointing_enable() when
+        # training starts): turn it off on the whole model being called, not just on this layer, and
+        # name the modules from there.
+        running = _modules.running_modules()
+        _hf.turn_off_hf_checkpointing(running[0] if running else module, "checkpointed")
+    return (args, kwargs) if cache is None else cache.apply(module, args, kwargs)
+
+
+def _class_policy(cls: type) -> Any:
+    return getattr(cls.forward, "__xla_ckpt_policy__", None)
+
+
+def checkpoint_policy(module: nn.Module) -> Any:
+    """The policy ``module`` is checkpointed with (instance or class level), or None."""
+    fwd = module.__dict__.get("forward")
+    if isinstance(fwd, _CheckpointedForward):
+        return fwd.policy
+    return _class_policy(type(module))
+
+
+def _wrap_instance(module: nn.Module, policy: Any, verify: bool = False) -> nn.Module:
+    current = checkpoint_policy(module)
+    if current is not None:
+        if current == policy:
+            return module  # same policy: wrapping twice is a no-op
+        raise ValueError(
+            f"{type(module).__name__} is already checkpointed with {current!r}; call "
+            f"xla_ckpt.uncheckpointed(module) before checkpointing it with {policy!r}"
+        )
+    _hf.turn_off_hf_checkpointing(module, "checkpointed")
+    module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"), verify)  # type: ignore[method-assign]
+    return module
+
+
+def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
+    current = _class_policy(cls)
+    if current is not None:
+        if current == policy:
+            return cls
+        raise ValueError(f"class {cls.__name__} is already checkpointed with {current!r}")
+    original = cls.forward
+    cache = _hf.cache_plan(original)
+
+    @functools.wraps(original)
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _prepare(self, cache, args, kwargs)
+        if _compat.is_compiling():
+            return checkpoint(functools.partial(original, self), *args, policy=policy, fn_kwargs=kwargs)
+        with _modules.entered(self):
+            return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, fn_kwargs=kwargs)
+
+    forward.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
+    forward.__xla_ckpt_original__ = original  # type: ignore[attr-defined]
+    forward.__xla_ckpt_own__ = "forward" in cls.__dict__  # type: ignore[attr-defined]
+    cls.forward = forward  # type: ignore[attr-defined]
+    return cls
+
+
+def _wrap_function(fn: Callable[..., Any], policy: Any, verify: bool = False) -> Callable[..., Any]:
+    if getattr(fn, "__xla_ckpt_policy__", None) is not None:
+        if fn.__xla_ckpt_policy__ == policy:  # type: ignore[attr-defined]
+            return fn
+        raise ValueError(f"{fn.__name__} is already checkpointed with {fn.__xla_ckpt_policy__!r}")  # type: ignore[attr-defined]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return checkpoint(fn, *args, policy=policy, verify=verify, fn_kwargs=kwargs)
+
+    wrapper.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
+    return wrapper
+
+
+@overload
+def checkpointed(obj: T, *, policy: Any = ..., verify: bool = ...) -> T: ...
+@overload
+def checkpointed(obj: None = ..., *, policy: Any = ..., verify: bool = ...) -> Callable[[T], T]: ...
+
+
+def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable", verify: bool = False) -> Any:
+    """Checkpoint a function, every instance of an ``nn.Module`` class, or one module in place.
+
+    Args:
+        obj: a function, an ``nn.Module`` subclass, or an ``nn.Module`` instance; omitted when used
+            as ``@checkpointed(policy=...)``.
+        policy: a registered policy name or a policy callable (see ``xla_ckpt.policies``).
+        verify: recompute saved outputs too and compare (see :func:`xla_ckpt.checkpoint`).
+
+    Parameters, ``state_dict()`` keys, ``repr``, pickling, ``deepcopy`` and ``train()/eval()`` are
+    unchanged. Wrapping twice with the same policy is a no-op; with another one, a ``ValueError``.
+    :func:`uncheckpointed` undoes it.
+
+    Example:
+        >>> @xla_ckpt.checkpointed(policy="dots_saveable")
+        ... class Block(nn.Module): ...
+        >>> xla_ckpt.checkpointed(model.layers[0], policy="nothing_saveable")
+    """
+    pol = resolve(policy)
+    if not isinstance(verify, bool):
+        raise TypeError(f"xla_ckpt.checkpointed: verify must be True or False, got {verify!r}")
+    if obj is None:
+        return lambda o: checkpointed(o, policy=pol, verify=verify)
+    if isinstance(obj, nn.Module):
+        return _wrap_instance(obj, pol, verify)
+    if isinstance(obj, type) and issubclass(obj, nn.Module):
+        return _wrap_class(obj, pol, verify)
+    if callable(obj):
+        return _wrap_function(obj, pol, verify)
+    raise TypeError(f"xla_ckpt.checkpointed: expected a function, an nn.Module class or instance, got {obj!r}")
+
+
+def uncheckpointed(obj: Any) -> Any:
+    """Undo :func:`checkpointed` on a module instance, a module class or a function; returns it."""
+    if isinstance(obj, nn.Module):
+        fwd = obj.__dict__.get("forward")
+        if isinstance(fwd, _CheckpointedForward):
+            if fwd.inner is not None:
+                obj.forward = fwd.inner  # type: ignore[method-assign]
+            else:
+                del obj.__dict__["forward"]
+        return obj
+    if isinstance(obj, type) and issubclass(obj, nn.Module):
+        fwd = obj.__dict__.get("forward")
+        original = getattr(fwd, "__xla_ckpt_original__", None)
+        if original is not None:
+            if fwd.__xla_ckpt_own__:  # type: ignore[union-attr]
+                obj.forward = original  # type: ignore[attr-defined]
+            else:
+                delattr(obj, "forward")  # it was inherited: expose the parent's again
+        return obj
+    return getattr(obj, "__wrapped__", obj) if getattr(obj, "__xla_ckpt_policy__", None) is not None else obj

@@ -1,0 +1,43 @@
+"""``CheckpointError`` and the pieces of its messages every layer uses (the function's name, the likely cause)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = ["CheckpointError", "fn_name", "recompute_mismatch_hint"]
+
+
+class CheckpointError(RuntimeError):
+    """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
+
+
+def fn_name(fn: Any) -> str:
+    """The checkpointed function's name for messages, quoted (``'Block.forward'``)."""
+    if isinstance(fn, functools.partial):  # the wrappers' partial(type(m).forward, m)
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"'{name}'"
+
+
+def recompute_mismatch_hint(op: object = "", module: str = "") -> str:
+    """The likely causes of a recompute that does not match its forward, as one sentence to append.
+
+    Called by the engine when a replayed op, shape or dtype differs from the forward. The usual cause
+    is state that the forward changed and the recompute changes again: a key/value cache (Hugging Face
+    ``use_cache=True``: each layer appends to ``cache`` / ``past_key_values`` / ``layer_past`` and the
+    recompute appends a second time, so a ``cat`` comes back longer), or an argument mutated in place.
+
+    Example:
+        >>> raise CheckpointError(f"recomputation of {op} ... differs. {recompute_mismatch_hint(op, name)}")
+    """
+    where = f" in '{module}'" if module else ""
+    first = ("A concatenation that grew on recompute is the mark of a key/value cache. " if "cat" in str(op)
+             else "")
+    return (
+        f"{first}Likely cause{where}: state that the forward changed and the recompute changed again, such as "
+        "a key/value cache (Hugging Face: use_cache=True, with cache / past_key_values / layer_past appended "
+        "to once in forward and again in backward) or an argument or buffer mutated in place. Fix: call the "
+        "model with use_cache=False in training (xla_ckpt.apply and xla_ckpt.checkpointed do this for a "
+        "module called in train mode with grad), and do not mutate arguments inside a checkpointed function."
+    )

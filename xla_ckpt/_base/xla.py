@@ -1,0 +1,257 @@
+"""Everything that knows about torch_xla lives here; torch_xla is imported lazily.
+
+The rest of the library asks this module questions ("is this an XLA tensor?", "which buffer is it?")
+so that ``import xla_ckpt`` and every eager feature work on machines without torch_xla.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import math
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Hashable, Iterator
+
+import torch
+
+__all__ = [
+    "available",
+    "is_xla",
+    "buffer_key",
+    "buffer_nbytes",
+    "shape_nbytes",
+    "get_rng_state",
+    "set_rng_state",
+    "hardware_type",
+    "optimization_barrier_",
+    "place_to_host",
+    "place_to_device",
+    "PLACEMENT_TARGET",
+    "device_module_for_this_compile",
+]
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> bool:
+    """True when torch_xla can be imported (without importing it)."""
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def _torch_xla() -> ModuleType:
+    import torch_xla  # noqa: PLC0415  (lazy on purpose)
+
+    return torch_xla
+
+
+def _xlac() -> Any:
+    return _torch_xla()._XLAC
+
+
+def is_xla(t: torch.Tensor) -> bool:
+    """True for a tensor on an XLA device; never imports torch_xla."""
+    return t.device.type == "xla"
+
+
+def shape_nbytes(t: torch.Tensor) -> int:
+    """Bytes of ``t`` computed from its shape.
+
+    On XLA ``numel()``/storage sizes can be stale after torch_xla replaces a tensor's data
+    (``_replace_xla_tensor``, used by FSDP), so the shape is the only reliable source.
+    """
+    return math.prod(t.shape) * t.element_size()
+
+
+def buffer_key(t: torch.Tensor) -> Hashable:
+    """Identity of the device buffer behind ``t``: equal keys mean the same memory.
+
+    XLA: every live XLA tensor id becomes its own device buffer once the graph runs, views included
+    (functionalization turns them into ``*_copy`` ops), so the key is the XLA tensor id.
+    Eager: views share their base's storage, so the key is the storage's address.
+    Neither forces a graph execution or a device-to-host copy.
+    """
+    if t.is_xla:
+        return ("xla", _tensor_id()(t))
+    storage = t.untyped_storage()
+    if t.is_meta:
+        # Meta storages have no address (data_ptr() is 0 for all): the StorageImpl itself is the
+        # identity, shared by views as a real buffer is (``xla_ckpt.estimate`` runs models on meta).
+        return (t.device, storage._cdata, storage.nbytes())
+    return (t.device, storage.data_ptr(), storage.nbytes())
+
+
+_TENSOR_ID: Any = None
+
+
+def _tensor_id() -> Any:
+    # Called per op (buffer_key is on the engine's hot path): look the function up once.
+    global _TENSOR_ID
+    if _TENSOR_ID is None:
+        _TENSOR_ID = _xlac()._xla_get_tensor_id
+    return _TENSOR_ID
+
+
+def buffer_nbytes(t: torch.Tensor) -> int:
+    """Bytes held by the buffer behind ``t`` (see :func:`buffer_key`)."""
+    if is_xla(t):
+        return shape_nbytes(t)
+    return t.untyped_storage().nbytes()
+
+
+# --------------------------------------------------------------------------- RNG
+
+
+def get_rng_state(device: torch.device) -> Any:
+    """The RNG state of one XLA device (an integer seed in torch_xla)."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    return xm.get_rng_state(device)
+
+
+def set_rng_state(state: Any, device: torch.device) -> None:
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    xm.set_rng_state(state, device)
+
+
+# --------------------------------------------------------------------------- fence
+
+
+def hardware_type(device: torch.device) -> str:
+    """'CPU', 'TPU', 'CUDA', ... for an XLA device."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    return str(xm.xla_device_hw(device))
+
+
+def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
+    """In-place XLA optimization barrier (effective on TPU/GPU; removed early by XLA:CPU)."""
+    import torch_xla.core.xla_model as xm  # noqa: PLC0415
+
+    xm.optimization_barrier_(tensors)
+
+
+# --------------------------------------------------------------------------- torch.xla, while compiling
+
+# torch's checkpoint looks up ``getattr(torch, device_type)`` for every region (``_get_device_module``
+# in torch/utils/checkpoint.py), also when AOTAutograd traces the ``tag_activation_checkpoint``
+# higher-order op that selective checkpointing under torch.compile becomes. torch_xla 2.9 registers
+# no ``torch.xla`` module, so ``torch.compile(backend="openxla")`` of a checkpointed model fails with
+# "module 'torch' has no attribute 'xla'". Under compile that op forces ``preserve_rng_state=False``
+# (torch/_higher_order_ops/wrap.py), so torch only reads the module's ``_initialized`` flag: a stand-in
+# that says "not initialised" is all it needs. It exists only while a Dynamo compile runs.
+def _stand_in() -> ModuleType:
+    mod = ModuleType("torch.xla", "xla_ckpt's stand-in for the device module torch_xla 2.9 does not register.")
+    mod._initialized = False  # type: ignore[attr-defined]  # torch then stashes no device RNG state
+
+    def unsupported(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(
+            "xla_ckpt's stand-in torch.xla module holds no RNG state: it exists only while torch.compile "
+            "traces a checkpointed region, where torch's checkpoint does not preserve device RNG."
+        )
+
+    for name in ("device", "get_rng_state", "set_rng_state", "current_device", "device_count"):
+        setattr(mod, name, unsupported)
+    return mod
+
+
+def device_module_for_this_compile() -> bool:
+    """Give ``torch`` an ``xla`` device module until the running Dynamo compile ends; True if one exists.
+
+    Called (executed, not traced: see ``_compiled``) while Dynamo traces a checkpointed region. Does
+    nothing without torch_xla loaded, or when ``torch.xla`` already exists (a torch_xla that registers
+    its own). The stand-in is removed when the compile ends (``_compile_scope``).
+
+    Example:
+        >>> _xla.device_module_for_this_compile()   # inside a compile: torch.xla exists until it ends
+    """
+    if "torch_xla" not in sys.modules:
+        return False
+    if not hasattr(torch, "xla"):
+        from xla_ckpt._base.compile_scope import set_for_this_compile  # noqa: PLC0415
+
+        set_for_this_compile(torch, "xla", _stand_in())
+    return True
+
+
+# --------------------------------------------------------------------------- host placement
+
+PLACEMENT_TARGET = "annotate_device_placement"  # the custom call both annotations lower to
+
+
+def place_to_host(t: torch.Tensor) -> torch.Tensor:
+    """``t`` annotated to live in pinned host memory (torch_xla's custom call; XLA's host offloader moves it).
+
+    The annotation lowers to ``custom-call(..., custom_call_target="annotate_device_placement")`` with
+    ``_xla_buffer_placement="pinned_host"``. Honoured on TPU/GPU; XLA:CPU cannot compile it
+    (torch_xla 2.9: "Unknown custom-call API version enum value: 0").
+    """
+    from torch_xla.experimental.stablehlo_custom_call import place_to_host as annotate  # noqa: PLC0415
+
+    return annotate(t)
+
+
+def place_to_device(t: torch.Tensor) -> torch.Tensor:
+    """``t`` annotated back to device memory (the pair of :func:`place_to_host`)."""
+    from torch_xla.experimental.stablehlo_custom_call import place_to_device as annotate  # noqa: PLC0415
+
+    return annotate(t)
+
+
+# --------------------------------------------------------------------------- einsum
+
+# torch_xla registers aten::einsum at AutogradXLA and lowers it straight to an XLA einsum without
+# going back through the dispatcher (torch_xla/csrc/xla_manual_registration.cpp, aten_autograd_ops.cpp):
+# a TorchDispatchMode sees no op at all, so a policy cannot save the matmul. Its composite (the
+# CompositeImplicitAutograd kernel every other backend runs) goes through permute / view / bmm, which a
+# dispatch mode sees.
+_einsum_lock = threading.Lock()
+_einsum_users = 0
+# (torch.einsum, torch.functional.einsum) as the first user found them: put back by the last one,
+# so a caller's own replacement of einsum survives the region.
+_einsum_before: tuple[Any, Any] = (torch.einsum, torch.functional.einsum)
+
+
+def _visible_einsum(*args: Any, **kwargs: Any) -> Any:
+    """``torch.einsum`` while a region runs: two XLA operands go through the composite (see above)."""
+    if args and isinstance(args[0], str) and not kwargs:
+        operands = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+        # Two operands only: a longer chain's contraction order is torch's (opt_einsum) choice.
+        if len(operands) == 2 and all(isinstance(t, torch.Tensor) for t in operands) and any(
+            is_xla(t) for t in operands
+        ):
+            return torch.ops.aten.einsum.default.decompose(args[0], operands)
+    return _einsum_before[1](*args, **kwargs)
+
+
+@contextlib.contextmanager
+def einsum_visible() -> Iterator[None]:
+    """Inside the block, ``torch.einsum`` of two XLA tensors runs as its composite (bmm and views).
+
+    A checkpoint region enters it in forward and in replay so that a policy sees einsum's matmul on
+    XLA as it does on CPU (a ``bmm``; its batch size classifies it). Same values, same gradients.
+    ``torch.einsum`` is swapped for the block's duration and put back after, reference counted over
+    threads (another thread's einsum meanwhile also runs the composite: same values). A
+    TorchFunctionMode did this before, at the price of a Python call for every torch function of
+    the region: about a seventh of a GPT block's host trace. A reference taken before the block
+    (``from torch import einsum``) runs torch_xla's fused einsum, which no dispatch mode sees.
+
+    Example:
+        >>> with _xla.einsum_visible():
+        ...     y = torch.einsum("ij,jk->ik", a, b)   # aten.bmm under a dispatch mode, on XLA too
+    """
+    global _einsum_users, _einsum_before
+    with _einsum_lock:
+        if _einsum_users == 0:
+            _einsum_before = (torch.einsum, torch.functional.einsum)
+            torch.einsum = torch.functional.einsum = _visible_einsum
+        _einsum_users += 1
+    try:
+        yield
+    finally:
+        with _einsum_lock:
+            _einsum_users -= 1
+            if _einsum_users == 0:
+                torch.einsum, torch.functional.einsum = _einsum_before

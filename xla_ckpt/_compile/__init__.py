@@ -1,0 +1,2 @@
+"""The policy under ``torch.compile``: torch's selective-checkpoint marks, and the fenced partition.
+"""

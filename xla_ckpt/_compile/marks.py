@@ -1,0 +1,285 @@
+"""Under ``torch.compile``: the same policy lowered to torch's selective-checkpoint marks.
+
+The eager engine (dispatch modes, a cache, replay) cannot be traced by Dynamo. Under compile,
+``checkpoint()`` instead calls non-reentrant ``torch.utils.checkpoint`` with a ``context_fn`` whose
+``policy_fn`` asks our policy: SAVE becomes ``MUST_SAVE``, RECOMPUTE ``PREFER_RECOMPUTE``, and
+OFFLOAD ``MUST_SAVE`` (torch's SAC has no offload mark: kept on the device, warned once). The
+marks land on the joint graph (``node.meta["recompute"]``) and the min-cut partitioner honours
+them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
+
+On XLA (``backend="openxla"``) a compile of a region also gets, for that compile only
+(``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
+none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
+Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
+
+What a policy sees differs from eager in three documented ways:
+- ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
+  and None before (torch asks before the op runs); ``nbytes`` and ``flops`` come from metadata on
+  every version.
+- ``OpCall.module`` is rebuilt from the graph's ``nn_module_stack`` to the name the eager engine uses.
+- ``OpCall.tag`` needs torch >= 2.13 (see :mod:`xla_ckpt._api.tag`); before, it is None, said once.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import CheckpointError
+from xla_ckpt._base.warn import warn_once
+from xla_ckpt._compile.names import call_site_name, child, module_entries
+from xla_ckpt._compile.opcall import CompiledOpCall, skipped
+from xla_ckpt._compile.prepare import planner_note, prepare_this_compile
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
+from xla_ckpt._policy.plan import plans
+
+__all__ = ["checkpoint", "context_fn", "recorded", "mark_of", "TAG_KEY"]
+
+aten = torch.ops.aten
+TAG_KEY = "xla_ckpt_tag"  # the custom node-meta key ``tag()`` writes under compile (torch >= 2.13)
+
+
+# --------------------------------------------------------------------------- recording (tests, bench)
+
+
+class _Recorder(threading.local):
+    def __init__(self) -> None:
+        self.sinks: list[list["_Lowering"]] = []
+
+
+_recorder = _Recorder()
+
+
+def _warn_old_torch() -> None:
+    warn_once(
+        ("compiled", "old-torch"),
+        f"xla_ckpt under torch.compile on torch {torch.__version__}: policies see OpCall.out=None (nbytes "
+        "and flops still work) and no xla_ckpt.tag names (tag=None), because this torch asks a selective-"
+        "checkpoint policy before the op runs and has no torch.fx.traceback.annotate. Name-based policies "
+        "(save_only_these_names, ...) therefore recompute every tagged value. Use torch >= 2.13 for tags.",
+    )
+
+
+# --------------------------------------------------------------------------- the lowering
+
+@dataclass(eq=False)
+class _Decided:
+    """One decision made while tracing (kept for tests and the report)."""
+
+    call: OpCall
+    decision: Decision
+    nodes: list[Any] = field(default_factory=list)
+
+
+class _Lowering:
+    """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
+
+    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
+        self.policy = policy
+        self.on_xla = on_xla
+        self.module = module
+        # Module entries of the region's call site: ops run below them. A wrapped module is on the
+        # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
+        # plain function calls, is the first entry below, and named as the region's root (as eager).
+        site = module_entries(_compat.current_node_meta())
+        self.base_depth = len(site)
+        self.skip_root = direct or module is None
+        self.prefix = call_site_name(site, None if direct else module)
+        self.decided: list[_Decided] = []
+        self.pending: Optional[_Decided] = None
+        self.graph_len: Optional[int] = None
+        for sink in _recorder.sinks:
+            sink.append(self)
+
+    # -- module names -----------------------------------------------------------------------------
+    def module_name(self, meta: dict[str, Any]) -> str:
+        below = module_entries(meta)[self.base_depth:]
+        if self.skip_root and below:
+            root_path = below[0][0]
+            below = below[1:]
+        else:
+            root_path = ""
+        names, cur, parent_path = [], self.module, root_path
+        for path, typ in below:
+            found = child(cur, path, typ) if cur is not None else None
+            if found is not None:
+                name, cur = found
+            else:  # no module object to walk (a plain function's region): the path below its root
+                name, cur = path[len(parent_path):].lstrip(".") if path.startswith(parent_path) else path, None
+            names.append(name)
+            parent_path = path
+        return ".".join(p for p in [self.prefix, *names] if p)
+
+    # -- the policy_fn torch calls --------------------------------------------------------------
+    def policy_fn(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
+        new_nodes = self._new_nodes()
+        if not isinstance(op, torch._ops.OpOverload) or skipped(op):
+            if op is aten.alias.default:
+                self._maybe_tag(new_nodes)
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            if not _traced(args, kwargs):
+                # Real tensors: torch's SAC runs at step time (backend="eager", no AOTAutograd), and
+                # torch 2.9 runs that checkpoint with preserve_rng_state=False (its
+                # tag_activation_checkpoint sets it for tracing): the recompute would draw fresh
+                # numbers, a wrong gradient (max 3.3 on a 2-block MLP with dropout). Saving the op
+                # does not help there (eager dropout is bernoulli_ then div_ in place on the saved
+                # tensor). The first law: say so instead.
+                where = self.module_name(_compat.current_node_meta()) or "(the region root)"
+                raise CheckpointError(
+                    f"xla_ckpt: random op {op} in module '{where}' "
+                    "cannot be checkpointed under torch.compile with a backend that runs torch's selective "
+                    "checkpoint eagerly (backend='eager'): torch recomputes it with fresh random numbers, "
+                    "a wrong gradient. Compile with backend='aot_eager', 'inductor' or 'openxla', or run "
+                    "the model uncompiled (the eager engine replays the RNG)."
+                )
+            if self.on_xla:
+                # A random op marked for recompute makes the min-cut partitioner functionalise its
+                # RNG (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could
+                # not find kernel ... Functionalize"). On XLA it is saved instead: the same values,
+                # where the eager engine replays the RNG. (Dropout's output is what the next op
+                # reads anyway.)
+                return CheckpointPolicy.MUST_SAVE
+        if op._schema.is_mutable:
+            return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
+        meta = _compat.current_node_meta()
+        out = getattr(ctx, "op_output", None)
+        call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
+        decided = _Decided(call, self._ask(call), new_nodes)
+        self.decided.append(decided)
+        self.pending = decided
+        return mark_of(decided.decision)
+
+    def _ask(self, call: OpCall) -> Decision:
+        return ask(self.policy, call, "checkpoint policy (torch.compile)")
+
+    def _new_nodes(self) -> list[Any]:
+        """FX nodes traced since the previous op (torch >= 2.13 asks after the op: they are its nodes)."""
+        if not _compat.SAC_GIVES_OP_OUTPUT:
+            return []
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
+
+        mode = get_proxy_mode()
+        if mode is None:
+            return []
+        nodes = list(mode.tracer.graph.nodes)
+        start = self.graph_len if self.graph_len is not None else len(nodes)
+        self.graph_len = len(nodes)
+        return nodes[start:] if self.graph_len >= start else []
+
+    def _maybe_tag(self, alias_nodes: list[Any]) -> None:
+        """``tag()`` under compile is an ``alias`` annotated with the name: name the op that made its input."""
+        name = (_compat.current_node_meta().get("custom") or {}).get(TAG_KEY)
+        pending = self.pending
+        if name is None or pending is None or not alias_nodes:
+            return
+        src = next((n for n in alias_nodes if n.op == "call_function"), None)
+        while src is not None and isinstance(getattr(src, "target", None), torch._ops.OpOverload):
+            if src in pending.nodes:
+                break
+            src = src.args[0] if (src.target.is_view and src.args and isinstance(src.args[0], torch.fx.Node)) else None
+        if src is None or src not in pending.nodes:
+            return  # the tagged value was not made by the latest op (as in eager: the tag is ignored)
+        pending.call = replace(pending.call, tag=name)
+        pending.decision = self._ask(pending.call)
+        # torch marked the op's nodes already; the decision with the tag replaces that mark.
+        for n in pending.nodes:
+            if "recompute" in n.meta:
+                n.meta["recompute"] = mark_of(pending.decision)
+
+
+def mark_of(decision: Decision) -> Any:
+    """torch's SAC mark for a decision; OFFLOAD has none, so it is kept on the device (warned once)."""
+    from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
+    if decision is Decision.OFFLOAD:
+
+        warn_once(("compiled", "offload"), "Decision.OFFLOAD under torch.compile (and scan_layers): torch's selective "
+                  "checkpointing has no offload mark, so offloaded values are saved on the device (MUST_SAVE).")
+    return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False) -> Any:
+    """The ``context_fn``: runs while AOTAutograd traces the region, once per trace."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts  # noqa: PLC0415
+
+    if not _compat.SAC_GIVES_OP_OUTPUT:
+        _warn_old_torch()
+    policy = _compat.object_by_id(policy_id)
+    module = _compat.object_by_id(module_id) if module_id else None
+    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct, on_xla).policy_fn)
+
+
+def _traced(args: tuple, kwargs: dict) -> bool:
+    """Whether the op's tensors are fake (AOTAutograd tracing), not real ones at step time."""
+    from torch._subclasses.fake_tensor import is_fake  # noqa: PLC0415
+
+    return any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+
+
+def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
+    """The module a region runs (for names): ``fn`` itself, or the ``self`` of a wrapper's partial."""
+    if isinstance(fn, nn.Module):
+        return fn, True
+    if isinstance(fn, functools.partial) and fn.args and isinstance(fn.args[0], nn.Module):
+        return fn.args[0], False
+    return None, False
+
+
+def context_fn(policy: Policy, fn: Callable[..., Any], on_xla: bool = False) -> Callable[[], Any]:
+    """The ``context_fn`` for ``torch.utils.checkpoint`` that lowers ``policy`` (traceable by Dynamo)."""
+    module, direct = _region_module(fn)
+    return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct, on_xla)
+
+
+def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
+    """``checkpoint()`` under ``torch.compile``: torch's non-reentrant checkpoint with our policy's marks.
+
+    RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
+    region follow torch's selective checkpointing rules under compile.
+    """
+    on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
+    if plans(policy):
+        # A planning policy needs the region's whole eager forward, which a compile never runs.
+        # torch's equivalent is its own whole-graph budget for the min-cut partitioner, which marks
+        # would override: run unmarked. (Lowering memory_budget(f) to PREFER_RECOMPUTE marks plus
+        # activation_memory_budget = f was tried: with dropout in two regions its gradients differ
+        # from the unwrapped model's, on XLA and on CPU aot_eager alike (0.02-0.09), so it is not done.)
+        # The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.
+        planner_note(type(policy).__name__, getattr(policy, "fraction", None))
+        return fn(*args, **kwargs)
+    prepare_this_compile(on_xla)
+    return torch.utils.checkpoint.checkpoint(
+        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
+    )
+
+
+class recorded:  # noqa: N801  (a context manager used like a function)
+    """Collect the regions lowered while the block runs (tests and the benchmark read decisions).
+
+    Example:
+        >>> with recorded() as regions:
+        ...     torch.compile(model)(x).sum().backward()
+        >>> [(d.call.op, d.decision) for r in regions for d in r.decided]
+    """
+
+    def __init__(self) -> None:
+        self.regions: list[_Lowering] = []
+
+    def __enter__(self) -> list[_Lowering]:
+        _recorder.sinks.append(self.regions)
+        return self.regions
+
+    def __exit__(self, *exc: Any) -> None:
+        _recorder.sinks.remove(self.regions)
+

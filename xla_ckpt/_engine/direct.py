@@ -1,0 +1,255 @@
+"""XLA: record a region's forward and build the ATen program its recompute runs instead of ``fn``.
+
+The general replay (``_replay.py``) runs ``fn`` a second time under a dispatch mode and checks each
+op against the forward. On XLA that second trace is most of a region's backward host time: ``fn``'s
+Python (modules, hooks) and one trip through the Python mode per op, dead ones included. On a TPU
+the host trace often *is* the step time.
+
+Below functionalization every op XLA runs is functional (views are ``*_copy`` ops, in-place writes
+are new values), and random ops are always saved there. So the forward's ops, with their tensor
+arguments recorded as references to earlier values, are a program that can be run again exactly:
+only the ops backward needs (walking back from what autograd saved), from the region inputs, the
+cached outputs and the forward's outside tensors, with no Python from ``fn`` and no mode. The
+recompute cannot diverge from the forward (the same ops, the same non-tensor arguments), so a
+function that reads Python-side state gives the forward's gradient here instead of an error.
+
+Work that bypasses the dispatcher is invisible to the record. The one torch_xla attaches to a value
+that the program recomputes is a sharding (``xs.mark_sharding``, see ``_xla_state``): ATen ops
+never set one, so each sharding found on a recorded value at the end of forward is put back on its
+recomputed (or fenced) value; a MANUAL sharding cannot be put back that way, and the general replay
+runs. A tensor made outside ATen (``_XLAC`` calls that return one) is no recorded value: the program
+reads the forward's tensor, as it does for tensors from outside the region.
+
+A region uses it when its forward allows (``Recorder.build`` says why not otherwise, and the
+general replay runs): no in-place op inside the region (on its inputs or as a mutable op), no
+``autograd.grad`` inside ``fn``, no ``verify``, and every tensor backward needs reachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._base.xla_state import is_manual, sharding_of, spmd
+from xla_ckpt._engine.program import Arg, Program, Ref, Step
+from xla_ckpt._engine.state import RegionState
+from xla_ckpt._ir.record import LEAF_TYPES, tensors
+
+__all__ = ["Recorder", "direct_replay", "general_replay"]
+
+
+class _Switch(threading.local):
+    def __init__(self) -> None:
+        self.off = 0
+
+
+_switch = _Switch()
+
+
+def direct_replay() -> bool:
+    """Whether XLA regions whose forward starts now may replay their recorded program."""
+    return not _switch.off
+
+
+@contextlib.contextmanager
+def general_replay() -> Iterator[None]:
+    """XLA regions made in this block (on this thread) replay by running ``fn`` again, never their program.
+
+    For tests and probes that exercise the general replay on XLA too.
+
+    Example:
+        >>> with general_replay():
+        ...     loss = model(x).sum()
+        >>> loss.backward()
+    """
+    _switch.off += 1
+    try:
+        yield
+    finally:
+        _switch.off -= 1
+
+class _Unsupported(Exception):
+    """An argument the program cannot hold (a container other than tuple, list or dict)."""
+
+
+def _template(x: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) -> Any:
+    """Recorded arguments with each tensor replaced by an ``Arg`` (its reference appended to ``refs``)."""
+    if isinstance(x, torch.Tensor):
+        r = ref_of(x)
+        refs.append(r)
+        return Arg(r)
+    tp = type(x)
+    if tp is tuple:
+        return tuple([_template(y, ref_of, refs) for y in x])
+    if tp is list:
+        return [_template(y, ref_of, refs) for y in x]
+    if tp is dict:
+        return {k: _template(y, ref_of, refs) for k, y in x.items()}
+    if tp not in LEAF_TYPES:
+        raise _Unsupported(f"an argument of type {tp.__name__}")
+    return x
+
+
+class Recorder:
+    """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []  # per position: the OpCall (op, args, kwargs, out)
+        self.views: list[tuple[int, Any, tuple, dict, Any]] = []  # (position count before it, op, args, kwargs, out)
+        self.why_not: Optional[str] = None
+
+    def view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        self.views.append((len(self.calls), func, args, kwargs, out))
+
+    def refuse(self, why: str) -> None:
+        if self.why_not is None:
+            self.why_not = why
+
+    def build(self, region: RegionState, packed_keys: list[Any], dep_keys: list[tuple[Any, ...]],
+              kept: dict[int, torch.Tensor]) -> Optional[Program]:
+        """The program for what backward reads, or None (with ``why_not``) when the general replay must run."""
+        if self.why_not is not None:
+            return None
+        if region.pristine:
+            self.refuse("fn writes to one of its inputs")
+            return None
+        records = region.records
+        if any(r.info.mutable for r in records):
+            self.refuse("fn runs a mutable op")
+            return None
+        value_of: dict[Any, Ref] = {}
+        for k, i in region.input_keys.items():
+            if region.inputs[i] is not None:
+                value_of.setdefault(k, ("in", i))
+        producers: dict[Ref, tuple[Any, tuple, dict]] = {}
+        order: dict[Ref, tuple[int, int, int]] = {}
+        vi = 0
+        views = self.views
+        for p, call in enumerate(self.calls):
+            while vi < len(views) and views[vi][0] <= p:
+                self._add_view(vi, value_of, producers, order)
+                vi += 1
+            for j, t in enumerate(tensors(call.out)):
+                k = buffer_key(t)
+                if k in dep_keys[p]:
+                    self.refuse(f"{call.op} returns one of its arguments")  # not functional
+                    return None
+                value_of[k] = ("out", p, j)
+            producers[("out", p)] = (call.op, call.args, call.kwargs)
+            order[("out", p)] = (p, 1, 0)
+        while vi < len(views):
+            self._add_view(vi, value_of, producers, order)
+            vi += 1
+
+        consts: list[torch.Tensor] = []
+        const_of: dict[Any, int] = {}
+        needed: set[Ref] = set()  # steps to run: ("out", p) or ("view", v)
+        cached: set[int] = set()
+        templates: dict[Ref, tuple[Any, Any]] = {}
+
+        def ref_of(t: torch.Tensor) -> Ref:
+            k = buffer_key(t)
+            ref = value_of.get(k)
+            if ref is None:  # from outside the region: the forward's tensor, as autograd would keep it
+                c = const_of.get(k)
+                if c is None:
+                    c = const_of[k] = len(consts)
+                    consts.append(t)
+                return ("const", c)
+            return ref
+
+        todo: list[Ref] = []
+        starts: set[Ref] = set()  # fenced: inputs and cached outputs that recomputed ops or backward read
+
+        def need(ref: Ref) -> bool:
+            kind = ref[0]
+            if kind == "in":
+                return region.inputs[ref[1]] is not None
+            if kind == "const":
+                return True
+            if kind == "out" and ref[1] in region.cache:
+                cached.add(ref[1])
+                return True
+            step = ref[:2]
+            if step not in needed:
+                needed.add(step)
+                todo.append(step)
+            return True
+
+        slots: list[Ref] = []
+        for j, k in enumerate(packed_keys):
+            ref = value_of.get(k)
+            if ref is None:
+                t = kept.get(j)
+                if t is None:
+                    self.refuse(f"saved tensor #{j} is not a value of the region's forward")
+                    return None
+                c = const_of.get(k)
+                if c is None:
+                    c = const_of[k] = len(consts)
+                    consts.append(t)
+                ref = ("const", c)
+            if not need(ref):
+                self.refuse(f"saved tensor #{j} needs an input the region dropped")
+                return None
+            slots.append(ref)
+            if ref[0] == "in" or (ref[0] == "out" and ref[1] in region.cache):
+                # Fenced too, as the general replay hands them out: a saved value backward reads
+                # straight from the forward lets XLA schedule its uses (transposes, copies) before
+                # the gradient exists (memory_budget(0.9), default GPT: 228 MiB peak against 196).
+                starts.add(ref)
+        while todo:
+            step = todo.pop()
+            func, args, kwargs = producers[step]
+            if step[0] == "out" and records[step[1]].info.random:
+                self.refuse("a random op would be recomputed")
+                return None
+            refs: list[Ref] = []
+            try:
+                templates[step] = (_template(args, ref_of, refs), _template(kwargs, ref_of, refs))
+            except _Unsupported as e:
+                self.refuse(f"{func} takes {e}")
+                return None
+            for r in refs:
+                if r[0] == "in" or (r[0] == "out" and r[1] in region.cache):
+                    starts.add(r)
+                if not need(r):
+                    self.refuse(f"{func} needs an input the region dropped")
+                    return None
+        steps = [Step(s, producers[s][0], *templates[s]) for s in sorted(needed, key=order.__getitem__)]
+        shardings: dict[Ref, Any] = {}
+        if spmd():
+            for ref, t in self._values(region, needed, starts):
+                if is_manual(t):
+                    self.refuse("fn makes a manually sharded value (xs.enable_manual_sharding)")
+                    return None
+                sharding = sharding_of(t)
+                if sharding is not None:
+                    shardings[ref] = sharding
+        return Program(steps, slots, consts, cached, sorted(starts), shardings)
+
+    def _values(self, region: RegionState, needed: set[Ref], starts: set[Ref]) -> Any:
+        """The forward's tensor behind each value the program recomputes or starts from, with its reference."""
+        for ref in needed:
+            out = self.calls[ref[1]].out if ref[0] == "out" else self.views[ref[1]][4]
+            for j, t in enumerate(tensors(out)):
+                yield ref + (j,), t
+        for ref in starts:
+            if ref[0] == "in":
+                yield ref, region.inputs[ref[1]]
+            else:
+                yield ref, tensors(self.calls[ref[1]].out)[ref[2]]
+
+    def _add_view(self, v: int, value_of: dict, producers: dict, order: dict) -> None:
+        before, func, args, kwargs, out = self.views[v]
+        read = {buffer_key(t) for t in tensors((args, kwargs))}
+        for j, t in enumerate(tensors(out)):
+            k = buffer_key(t)
+            if k not in read:  # lift_fresh, alias: the same value as their argument, not a new one
+                value_of.setdefault(k, ("view", v, j))
+        producers[("view", v)] = (func, args, kwargs)
+        order[("view", v)] = (before, 0, v)  # after position before-1, before position ``before``

@@ -1,0 +1,294 @@
+"""A region's forward: the dispatch mode that sees each ATen op ``fn`` runs, and the forward's own state.
+
+``ForwardMode`` is the engine's per-op hot path: every op of ``fn`` (views included) passes through
+``__torch_dispatch__``. It does one pass over the arguments (signature and tensors) before the op
+runs, one over the outputs after, and hands both to ``Forward.on_op``, which records the position and
+decides the previous one (deciding one op late lets a ``tag`` on its output name it).
+
+``Forward`` holds what only the forward needs (the op being decided, what autograd saved so far, the
+dataflow, the recorder, a planner's calls) and is dropped when ``fn`` returns; what backward needs
+goes into the region's ``RegionState`` through its methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import replace
+from typing import Any, Iterator, Optional, Protocol
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from xla_ckpt._base import modules as _modules
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._base.xla_state import lift
+from xla_ckpt._engine.direct import Recorder, direct_replay
+from xla_ckpt._engine.state import RegionState
+from xla_ckpt._hooks.saved import Packed
+from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
+from xla_ckpt._ir.record import OpInfo, Record, arg_scan, op_info, out_scan, spec_of, tensors, written
+from xla_ckpt._ir.replay_state import Draw, draw_source
+from xla_ckpt._policy.plan import plans
+
+__all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen"]
+
+SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+
+# The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
+_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_stack_at = getattr(torch._C, "_get_dispatch_stack_at", None)
+_stack_pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
+_stack_push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
+_STACK_OK = None not in (_stack_len, _stack_at, _stack_pop, _stack_push)
+
+
+def detach_unseen(t: torch.Tensor, owner: Any) -> torch.Tensor:
+    """``t.detach()`` that ``owner``'s own mode (forward or replay) does not see when it is innermost.
+
+    The engine detaches every tensor autograd saves while its mode is active: each such detach would
+    be one more trip through the Python mode (on XLA a ``detach_copy`` and a producer lookup) for an
+    op that is not ``fn``'s. The mode is taken off the stack for the call, as torch does around a
+    mode's own ``__torch_dispatch__``. Any other mode on top still sees it.
+    """
+    if _STACK_OK:
+        n = _stack_len()
+        if n:
+            mode = _stack_at(n - 1)
+            if getattr(mode, "owner", None) is owner:
+                _stack_pop(None)
+                try:
+                    return t.detach()
+                finally:
+                    _stack_push(mode)
+    return t.detach()
+
+
+Pending = tuple[OpCall, Policy, OpInfo, tuple, Optional[Draw], tuple, tuple]
+
+
+class _Unpacks(Protocol):
+    def unpack(self, index: int) -> torch.Tensor: ...
+
+
+class Slot(Packed):
+    """Stands in for a tensor autograd saved inside a region; unpacking it may trigger the recompute."""
+
+    __slots__ = ("owner", "index")
+
+    def __init__(self, owner: _Unpacks, index: int) -> None:
+        self.owner = owner  # the region: one way only (a region that held its slots would be a cycle)
+        self.index = index
+
+    def unpack(self) -> torch.Tensor:
+        return self.owner.unpack(self.index)
+
+
+class Forward:
+    """The forward of one region (see the module docstring); ``end`` hands over what the region keeps.
+
+    Args:
+        state: the region's state, which this forward fills through its methods.
+        policy: the region's policy (nested ``checkpoint`` calls push theirs with ``nested``).
+        owner: what the slots handed to autograd unpack through (the region).
+    """
+
+    def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
+        self.state = state
+        self.owner = owner
+        self.on_xla = state.on_xla
+        self.policies = [policy]
+        # The latest op, decided when the next arrives (so a tag on its output can still name it).
+        self.pending: Optional[Pending] = None
+        self.pending_written = False  # the pending op's output was written in place before its decision
+        # What autograd saved, while the forward runs (eager: detached aliases; XLA: the tensors, see
+        # pack): an autograd.grad inside fn unpacks it before any recompute could exist.
+        self.early: list[torch.Tensor] = []
+        self.flow = Dataflow(state.inputs)
+        # XLA: the forward's ops, from which ``direct`` builds the program replayed in place of fn.
+        self.recorder: Optional[Recorder] = Recorder() if (
+            state.on_xla and not state.verify and direct_replay()) else None
+        # Planning policies (``_policy.plan``): every OpCall, and per planner the positions it decides
+        # (provisionally saved until the end of forward).
+        self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
+        self.planned: dict[int, tuple[Policy, list[int]]] = {}
+        self.cache_keys: dict[Any, int] = {}  # eager: storage of each kept output -> its position
+
+    @contextlib.contextmanager
+    def nested(self, policy: Policy) -> Iterator[None]:
+        """A ``checkpoint`` call inside this region: its ops are decided under ``policy``."""
+        if plans(policy) and self.calls is None:
+            self.calls = [None] * len(self.state.records)  # ops before this one are not the planner's
+        self.policies.append(policy)
+        try:
+            yield
+        finally:
+            self.policies.pop()
+
+    # -- what the mode reports ------------------------------------------------------------------
+    def before_write(self, targets: list[torch.Tensor]) -> None:
+        """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
+
+        A region input gets a copy of its value before the first write (the replay starts from it);
+        a kept output (or the latest op's, still undecided) is demoted to recompute, so the replay
+        runs the op and then the write again instead of writing twice into the forward's value.
+        """
+        state = self.state
+        for t in targets:
+            key = buffer_key(t)
+            state.writing(key, lambda i: state.inputs[i].detach().clone())
+            pos = self.cache_keys.pop(key, None)
+            if pos is not None and pos in state.cache:
+                state.demote(pos)
+            if self.pending is not None and not self.pending_written:
+                self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))
+
+    def on_xla_write(self, old: torch.Tensor) -> None:
+        """torch_xla traces an in-place op as a new value: ``old`` is the value before the write."""
+        # XLA tensors are immutable underneath: the old value is the input's value before the write.
+        self.state.writing(buffer_key(old), lambda i: old)
+        if self.recorder is not None:
+            self.recorder.refuse("fn writes in place")
+
+    def on_xla_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+        if self.recorder is not None:
+            self.recorder.view(func, args, kwargs, out)
+
+    def on_op(self, call: OpCall, info: OpInfo, draw: Optional[Draw], sig: tuple, reads: list[torch.Tensor]) -> None:
+        """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_ir.record.arg_scan``)."""
+        self.flush()
+        outs, meta, only_tensors = out_scan(call.out)
+        self.flow.op(reads, outs, only_tensors, info.mutable)
+        # Versions now, not when decided: an in-place op right after this one must count as a write.
+        # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
+        # version counter): if one is alive and its version moved, it was written in place.
+        versions = tuple([(weakref.ref(t), t._version) for t in outs])
+        if self.recorder is not None:
+            self.recorder.calls.append(call)
+        self.pending = (call, self.policies[-1], info, versions, draw, sig, meta)
+
+    def on_tag(self, x: torch.Tensor, name: str) -> None:
+        # By buffer, not object: on XLA the mode sees the tensors under the functionalization
+        # wrappers that the user holds (same XLA tensor id, other Python object).
+        if self.pending is None:
+            return  # x was not made by an op of this region (or not by the latest one)
+        call = self.pending[0]
+        targets = {buffer_key(x)} | ({buffer_key(x._base)} if x._base is not None else set())
+        if any(buffer_key(t) in targets for t in tensors(call.out)):
+            self.pending = (replace(call, tag=name),) + self.pending[1:]
+
+    def flush(self) -> None:
+        """Decide the pending op (the next op arrived, or the forward ended)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            written_, self.pending_written = self.pending_written, False
+            self._decide(*pending, written=written_)
+
+    def _decide(self, call: OpCall, policy: Policy, info: OpInfo, versions: tuple, draw: Optional[Draw],
+                sig: tuple, meta: tuple, written: bool = False) -> None:
+        state = self.state
+        planner = False
+        if info.mutable or written:
+            decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
+        elif info.random and self.on_xla:
+            # torch_xla's RNG cannot be put back exactly (each sync advances a base seed that can only
+            # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
+            # exact masks, and the caller's RNG state after backward is the unchecked run's.
+            decision = SAVE
+        elif plans(policy):
+            planner, decision = True, SAVE  # decided with the whole region at the end of forward
+        else:
+            decision = policy(call)
+            if decision.__class__ is not Decision:  # ``ask``'s check, inline: this is the per-op path
+                raise not_a_decision(policy, call, decision, "checkpoint policy")
+        rec = Record(call.op, info, decision, sig, meta, call.module, call.tag, draw,
+                     None if (self.on_xla or decision is not RECOMPUTE) else spec_of(call.out))
+        pos, cached = state.record(rec, call.out, versions)
+        if self.calls is not None:
+            self.calls.append(call)
+        if planner:
+            self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
+        if cached is not None and not self.on_xla:
+            for t in tensors(cached):
+                self.cache_keys[buffer_key(t)] = pos
+
+    # -- what autograd saves ----------------------------------------------------------------------
+    def pack(self, t: torch.Tensor) -> Slot:
+        """Autograd saved ``t`` during the forward: the slot autograd keeps instead."""
+        # On XLA a detach makes a new functional wrapper (~10 us, ~100 per GPT step): the alias is
+        # made only if fn unpacks this slot during its forward (see unpack). Eager keeps the alias
+        # (``retain`` may keep it as a promoted output). ``early`` is dropped when the forward ends.
+        self.early.append(t if self.on_xla else detach_unseen(t, self))
+        key = buffer_key(t)
+        self.flow.pack(key)
+        return Slot(self.owner, self.state.pack(t, key))
+
+    def unpack(self, index: int) -> torch.Tensor:
+        """fn unpacks what autograd saved during its own forward (``autograd.grad`` inside fn)."""
+        if self.recorder is not None:
+            self.recorder.refuse("fn unpacks a saved tensor during its forward (autograd.grad inside fn)")
+        t = self.early[index]
+        return t.detach() if self.on_xla else t
+
+
+class ForwardMode(TorchDispatchMode):
+    """Runs each op of the region's forward and reports it (see the module docstring)."""
+
+    def __init__(self, forward: Forward) -> None:
+        super().__init__()
+        self.owner = forward  # what ``detach_unseen`` looks for
+        # Factory ops (no tensor arguments) reach the mode with it still active, so the mode's own
+        # bookkeeping ops (detach of saved outputs) would come back here: they are not fn's ops.
+        self.busy = False
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Ops run here are the mode's own bookkeeping, not ``fn``'s."""
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if kwargs is None:
+            kwargs = {}
+        info = op_info(func)
+        if self.busy:
+            return func(*args, **kwargs)
+        fw = self.owner
+        if info.skipped:
+            if fw.on_xla:
+                if info.propagate:
+                    fw.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
+                    return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                fw.on_xla_view(func, args, kwargs, out)
+                return out
+            return func(*args, **kwargs)
+        # Before the op: an in-place op may change its arguments' shapes (x.unsqueeze_(0)), and the
+        # replay takes the signature before the op too.
+        sig, reads = arg_scan(args, kwargs)
+        if info.mutable and not fw.on_xla:
+            self.busy = True
+            try:
+                fw.before_write(written(info, args, kwargs))
+            finally:
+                self.busy = False
+        draw = None
+        if info.random and not fw.on_xla:
+            draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
+        else:
+            out = func(*args, **kwargs)
+        self.busy = True
+        try:
+            fw.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw, sig, reads)
+        finally:
+            self.busy = False
+        # A factory op (or a copy from the CPU) on XLA: fn must get the tensor torch_xla gives it
+        # outside the mode, or its views read the wrong elements (see _xla_state). The record keeps
+        # the tensor under the wrapper, the one later ops reach the mode with. (A plain tensor off
+        # XLA, the common case, skips the call: the per-op budget of tests/test_trace_cost.py.)
+        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)

@@ -1,0 +1,194 @@
+"""Tensors from outside a region that backward depends on: unchanged since the forward, or an error.
+
+Plain autograd keeps the tensors it saves and refuses a backward once one of them was modified in
+place (its version moved). A region hands autograd slot handles instead, and its recompute reads
+parameters again, so ``with torch.no_grad(): w.mul_(2)`` between forward and backward would
+recompute with the new weight: a gradient that is neither the forward's nor an error. So at the end
+of forward a region remembers the version of every outside tensor (parameter, buffer, closure)
+backward can read:
+
+- those autograd saved (the weight behind ``x @ w.t()``: plain autograd raises for these too), and
+- those a recomputed op reads (the bias of a recomputed ``addmm``: plain autograd does not need
+  it, but the recompute would read its new value),
+
+and checks them before it recomputes. Versions live on autograd-level tensors. Eager: the tensor an
+op read (a view of a parameter included) shares its base's version counter, so a detached alias of
+it is kept (same storage: no memory). XLA: the dispatch mode sees tensors below functionalization,
+which carry no version, so outside buffers are matched to the parameters and buffers of the
+checkpointed module (a closure tensor that is no module's is not checked there).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+from torch import nn
+
+from xla_ckpt._base.compat import deref
+from xla_ckpt._ir.liveness import EXTERNAL, Dataflow
+from xla_ckpt._ir.record import CheckpointError, Record
+from xla_ckpt._base.xla import buffer_key
+
+__all__ = ["Outside", "Watch", "owner_module", "watch_outside", "check_read"]
+
+
+@dataclass
+class Outside:
+    """One outside tensor backward depends on, with its version at the end of forward."""
+
+    ref: Callable[[], Optional[torch.Tensor]]  # the version-carrying tensor (None once it is gone)
+    version: int
+    reader: str  # what reads it: "aten.addmm in module 'mlp.c_fc'", or "autograd (saved)"
+    name: Callable[[], str]  # how to name it in an error (resolved only then)
+
+
+def owner_module(fn: Any) -> Optional[nn.Module]:
+    """The module a checkpointed callable belongs to: a module, a bound method of one, or
+    ``partial(type(m).forward, m)`` as the wrappers call it."""
+    if isinstance(fn, functools.partial):
+        if fn.args and isinstance(fn.args[0], nn.Module):
+            return fn.args[0]
+        fn = fn.func
+    if isinstance(fn, nn.Module):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, nn.Module) else None
+
+
+def _named(module: Optional[nn.Module]) -> Iterable[tuple[str, str, torch.Tensor]]:
+    if module is None:
+        return ()
+    return [*(("parameter", n, t) for n, t in module.named_parameters()),
+            *(("buffer", n, t) for n, t in module.named_buffers())]
+
+
+def _namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[], str]:
+    """Names ``t`` (by identity, or eager by storage) among the module's tensors, when an error needs it."""
+    ref = weakref.ref(module) if module is not None else None
+    shape = tuple(t.shape)
+
+    def name() -> str:
+        for kind, n, p in _named(ref() if ref is not None else None):
+            if p is t or (not p.is_xla and buffer_key(p) == key):
+                return f"{kind} '{n}'"
+        return f"a tensor of shape {shape} from outside the checkpointed function"
+
+    return name
+
+
+@dataclass
+class Watch:
+    """What a region checks of the outside world before and while it replays (see the module docstring)."""
+
+    versions: list[Outside] = field(default_factory=list)
+    # Per replayed position, the outside tensors it reads directly (argument, buffer, the forward's tensor).
+    reads: dict[int, tuple[tuple[int, Any, torch.Tensor], ...]] = field(default_factory=dict)
+    # Slot index -> the forward's tensor, for outside tensors autograd saved: backward gets what the
+    # forward read, as plain autograd does, not what the replay reads (a constant fn builds afresh).
+    kept: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def check(self, fn_name: str) -> None:
+        """Raise if an outside tensor backward depends on was modified in place since the forward."""
+        for o in self.versions:
+            t = deref(o.ref)
+            if t is not None and t._version != o.version:
+                raise CheckpointError(
+                    f"{o.name()}, read by {o.reader} in the checkpointed function {fn_name}, was modified "
+                    f"in place after the forward (version {o.version} -> {t._version}); the recomputation "
+                    "would read its new value, and the gradient would be neither the forward's nor an error. "
+                    "Modify it after backward (optimizer.step() after loss.backward()), or modify a copy. "
+                    "Plain autograd raises the same error for the tensors it saves."
+                )
+
+    def refresh(self) -> None:
+        """After a replay: fn's own writes to outside tensors (a norm's running statistics) are not the caller's."""
+        for o in self.versions:
+            t = deref(o.ref)
+            if t is not None:
+                o.version = t._version
+
+
+def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[Record], early: list[torch.Tensor],
+                  module: Optional[nn.Module], on_xla: bool) -> Watch:
+    """The outside tensors backward can read (``live``: positions the replay runs; None: all of them).
+
+    Besides their versions, per replayed position the outside tensors it reads directly (not through
+    a view): the replay checks it reads the same buffers, or equal values (``check_read``). That
+    catches a tensor replaced after the forward, a constant fn builds from Python state
+    (``torch.tensor(...)`` is a fresh tensor each call), and on XLA (where an in-place write makes a
+    new buffer) a closure tensor no module owns.
+    """
+    base = flow.outside_base
+    watch = Watch()
+    needed: dict[Any, str] = {}  # base buffer -> its first reader
+    first: dict[Any, torch.Tensor] = {}  # base buffer -> the first tensor a replayed position read it as
+    for p, at in flow.outside_at.items():
+        if live is not None and p not in live:
+            continue
+        rec = records[p]
+        direct = []
+        for i, k, t in at:
+            needed.setdefault(base.get(k, k), f"{rec.op} in module '{rec.module}'")
+            first.setdefault(base.get(k, k), t)
+            if k not in base:
+                # Eager: a detached alias (same storage, no memory); XLA: the tensor below
+                # functionalization (the same buffer as the parameter until someone writes to it).
+                direct.append((i, k, t if on_xla else t.detach()))
+        if direct:
+            watch.reads[p] = tuple(direct)
+    packed_at: dict[Any, int] = {}
+    for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys)):
+        if d != EXTERNAL:
+            continue
+        k = base.get(k, k)
+        needed.setdefault(k, "autograd (it saved the tensor for backward)")
+        packed_at.setdefault(k, j)
+        # Eager: early[j] is a detached alias (the storage autograd would have kept). XLA: not a view
+        # only, since a view's own buffer (a parameter's t_copy) is what pytorch/xla 3811 warns of.
+        if not on_xla:
+            watch.kept[j] = early[j]
+        elif early[j]._base is None:
+            watch.kept[j] = early[j].detach()
+    if not needed:
+        return watch
+    if on_xla:
+        # Versions only above functionalization: the module's own tensors, matched by buffer.
+        for kind, n, t in _named(module):
+            k = buffer_key(t)
+            if k in needed:
+                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), lambda s=f"{kind} '{n}'": s))
+        # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above
+        # functionalization. Weakly: a strong reference would keep a t_copy's buffer (pytorch/xla 3811).
+        for k, j in packed_at.items():
+            if k in needed:
+                t = early[j]._base if early[j]._base is not None else early[j]
+                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _namer(module, k, t)))
+        return watch
+    for k, reader in needed.items():
+        j = packed_at.get(k)
+        t = early[j] if j is not None else first.get(k)
+        if t is None:
+            continue
+        alias = t.detach() if j is None else t  # early[j] is a detached alias already
+        watch.versions.append(Outside(lambda a=alias: a, alias._version, reader, _namer(module, k, alias)))
+    return watch
+
+
+def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, module: str, pos: int) -> None:
+    """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward`` (buffer ``expected``)."""
+    if buffer_key(t) == expected:
+        return
+    # Another tensor: fine if it holds the same values (a constant fn makes afresh each call).
+    if t.shape == forward.shape and t.dtype == forward.dtype and torch.equal(t, forward):
+        return
+    raise CheckpointError(
+        f"recomputation of {op} in module '{module}' (op #{pos}) reads a tensor of shape {tuple(t.shape)} from "
+        "outside the checkpointed function whose values differ from the forward's: it was replaced or modified "
+        "in place after the forward, or fn builds it from Python-side state that changed. The gradient would "
+        "be neither the forward's nor an error; modify it after backward (optimizer.step() after "
+        "loss.backward()) or modify a copy, and build constants in fn from values that do not change."
+    )

@@ -1,0 +1,158 @@
+"""Backward of a region: recompute what autograd saved, from the recorded program or by running fn again.
+
+The first unpack of a slot (``region.py``) calls ``recompute``, which returns what autograd saved. On XLA, a region whose forward
+was recorded (``_direct``) replays that ATen program; otherwise ``fn`` runs again under the replay
+mode (``_replay``), from the region's inputs (a copy taken before fn's first write to one, a
+stand-in for an input backward never reads), with the forward's autocast state. On XLA every value
+the recompute starts from is fenced on the incoming gradient (``_replay_state.Fence``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_map
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._engine import offload as _offload
+from xla_ckpt._hooks import saved as _saved
+from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import CheckpointError
+from xla_ckpt._ir.record import LEAF_TYPES, tensors
+from xla_ckpt._engine.replay import ReplayMode
+from xla_ckpt._ir.replay_state import Fence
+from xla_ckpt._engine.forward import detach_unseen
+from xla_ckpt._engine.state import Absent, RegionState
+
+__all__ = ["recompute", "Recomputation"]
+
+
+def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, dict]:
+    index = {id(t): i for i, t in enumerate(region.inputs) if t is not None}
+
+    def start(t: Any) -> Any:
+        if isinstance(t, Absent):
+            shape, stride, dtype, device, requires_grad, functional = region.absent[t.index]
+            # Backward reads nothing of this input: a stand-in of its shape (the replay checks), of the
+            # forward input's kind (XLA: functionalized or not), or fn's ops on it would replay as others.
+            d = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            if torch._is_functional_tensor(d) != functional:
+                d = torch._to_functional_tensor(d) if functional else torch._from_functional_tensor(d)
+            return d.requires_grad_(requires_grad)
+        if not isinstance(t, torch.Tensor):
+            return t
+        i = index.get(id(t))
+        written = i is not None and i in region.pristine
+        base = region.pristine[i] if written else t
+        if written and region.on_xla and not torch._is_functional_tensor(base):
+            base = torch._to_functional_tensor(base)
+        d = base.detach()
+        if fence is not None and _xla.is_xla(d):
+            d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
+        d = d.detach().requires_grad_(t.requires_grad)
+        if written:
+            # fn writes to this input: replay on a fresh copy of its value before the first write
+            # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).
+            with torch.enable_grad():
+                d = d.clone()
+        return d
+
+    args, kwargs = region.args, region.kwargs
+    if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
+        return tuple([start(a) for a in args]), {k: start(v) for k, v in kwargs.items()}
+    return tree_map(start, (args, kwargs))
+
+
+class Recomputation:
+    """One recompute of a region: what autograd saves while it runs, handed back by ``run``.
+
+    Args:
+        state: the region, after its forward.
+    """
+
+    def __init__(self, state: RegionState) -> None:
+        self.state = state
+        self.outputs: list[Any] = []
+        self.replay: Optional[ReplayMode] = None
+
+    def pack(self, t: torch.Tensor) -> Any:
+        """Autograd saved ``t`` in the recompute: the tensor the forward's slot at this index stands for."""
+        # Detached: the throwaway recompute graph must not hold its own outputs through their
+        # grad_fn (softmax, exp save their result): a cycle through C++ that Python's GC cannot
+        # break. A detached alias is what an autograd.grad inside fn unpacks during the replay.
+        garbage = self.replay.garbage if self.replay is not None else ()
+        if garbage and _xla.buffer_key(t) in garbage:
+            raise CheckpointError(
+                "internal: backward would read the output of an op the liveness analysis skipped. Please "
+                "report this with the function; checkpoint(..., verify=True) runs every op and avoids it."
+            )
+        d = self.state.outside.kept.get(len(self.outputs))  # an outside tensor: the forward's, as autograd
+        if d is None:
+            d = detach_unseen(t, self)
+        self.outputs.append(d)
+        return d
+
+    def run(self) -> list[Any]:
+        """Recompute what autograd saved: the recorded program (XLA), or ``fn`` run again."""
+        region = self.state
+        region.check_inputs()
+        region.outside.check(region.name)
+        # What the recompute starts from is made with the caller's dispatch modes (a profiler, an op
+        # counter around backward) taken off the stack, as the forward made its inputs: on XLA a tensor
+        # a factory op makes under any mode is not functionalized (torch_xla wraps it only when no mode
+        # intercepts), and fn's in-place ops on it replay as other ops (bernoulli_ for the forward's
+        # bernoulli). fn's own recomputed ops still pass through those modes (FlopCounterMode counts them).
+        with _compat.without_callers_modes():
+            _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
+            fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
+            if region.program is None:
+                args, kwargs = _replay_inputs(region, fence)
+        if region.program is not None:
+            with contextlib.ExitStack() as stack:
+                for device_type, _, _ in region.autocast:  # the recorded ops are autocast's outputs already
+                    stack.enter_context(torch.autocast(device_type, enabled=False))
+                outputs = region.program.run(region, fence, _barrier)
+            region.outside.refresh()
+            return outputs
+        if fence is not None:
+            _barrier(tensors((args, kwargs)) + [fence.zero])
+        replay = self.replay = ReplayMode(region, fence, self)
+        try:
+            with contextlib.ExitStack() as stack:
+                for device_type, enabled, dtype in region.autocast:
+                    stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
+                stack.enter_context(torch.enable_grad())
+                stack.enter_context(_saved.recomputing(self))
+                if region.on_xla:
+                    stack.enter_context(_xla.einsum_visible())
+                stack.enter_context(replay)
+                region.fn(*args, **kwargs)
+        finally:
+            self.replay = None
+        region.outside.refresh()  # fn's own writes in the replay (running statistics) are not the caller's
+        if replay.pos != len(region.records) or len(self.outputs) != region.n_packed:
+            raise CheckpointError(
+                f"recomputation ran {replay.pos} ops and saved {len(self.outputs)} tensors; the forward ran "
+                f"{len(region.records)} ops and saved {region.n_packed}. The checkpointed function must run the "
+                "same ops on recompute."
+            )
+        return self.outputs
+
+
+def recompute(state: RegionState) -> list[Any]:
+    """What autograd saved in the region's forward, recomputed (by slot index)."""
+    return Recomputation(state).run()
+
+
+def _barrier(tensors_: list[torch.Tensor]) -> None:
+    # Where the compiler honours it (TPU/GPU), the barrier also pins the recompute after the gradient.
+    xla = [t for t in tensors_ if _xla.is_xla(t)]
+    if xla and _xla.hardware_type(xla[0].device) != "CPU":
+        _xla.optimization_barrier_(xla)
+
+
+def _flat(a: Any) -> bool:
+    """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
+    return isinstance(a, (torch.Tensor, Absent)) or type(a) in LEAF_TYPES

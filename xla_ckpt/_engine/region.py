@@ -1,0 +1,241 @@
+"""The selective checkpoint engine: per-op SAVE / OFFLOAD / RECOMPUTE decisions, replayed by position.
+
+Forward (``forward.py``): ``fn`` runs under a dispatch mode; each ATen op becomes an ``OpCall`` that
+the policy decides on and a ``Record`` of what the replay must reproduce (``_ir/record.py``). SAVE
+outputs are cached (detached aliases); OFFLOAD outputs too, then moved to a host tier at the end of
+forward (``offload.py``); everything autograd saves inside the region is packed as a slot handle
+instead of a tensor. At the end of forward the region keeps only what backward can read
+(``retain.py``). Backward: the first unpack of a slot recomputes (``recompute.py``): the recorded
+ATen program on XLA (``direct.py``), else ``fn`` again under the replay mode (``replay.py``), which
+hands out cached outputs at SAVE positions and recomputes and checks the rest. The region's state
+(``state.py``) is read by all of them and changed only by its own methods.
+
+What the region protects, so that a gradient is exact or a ``CheckpointError`` (never silently wrong):
+- a saved output modified in place later (inside fn: the op is demoted to recompute; after the
+  forward: an error at backward);
+- region inputs: fn's own in-place updates replay from a copy taken before the first write; an
+  input modified after the forward is an error at backward, as autograd's version check is;
+- the RNG stream: restored for the replay, advanced by saved random ops too, checked at the end
+  (another thread drawing from the same generator is an error, not a different dropout mask).
+
+On XLA the recomputation is fenced on the incoming gradient (see ``Fence``), so the compiler can
+neither merge it with its forward twin (CSE) nor schedule it before the gradient exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._base import modules as _modules
+from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import CheckpointError, fn_name as _name
+from xla_ckpt._base.warn import warn_once
+from xla_ckpt._compile import marks as _compiled
+from xla_ckpt._engine import offload as _offload
+from xla_ckpt._engine import recompute as _recompute
+from xla_ckpt._engine import retain as _retain
+from xla_ckpt._engine.forward import Forward, ForwardMode
+from xla_ckpt._engine.outside import owner_module, watch_outside
+from xla_ckpt._engine.state import Away, RegionState
+from xla_ckpt._hooks import saved as _saved
+from xla_ckpt._hooks.params import param_source
+from xla_ckpt._ir.opcall import Policy, selects_by_tag
+from xla_ckpt._ir.record import tensors
+from xla_ckpt._policy.registry import resolve
+from xla_ckpt._policy.torch_args import TORCH_ARGS, torch_call
+
+__all__ = ["checkpoint", "CheckpointError"]
+
+
+class _Used:
+    """Marks a recomputed tensor already handed out (a second backward needs a fresh recompute)."""
+
+
+_USED = _Used()
+
+
+class _Region:
+    """One checkpointed call: its state, its forward while it runs, and its latest recompute's results."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, verify: bool) -> None:
+        self.state = RegionState(fn, args, kwargs, verify)
+        self.policy = policy
+        # Until the end of forward. None after it, so the cycle region -> tensor -> grad_fn -> slot ->
+        # region (through what the forward holds) never outlives the forward.
+        self.forward: Optional[Forward] = Forward(self.state, policy, self)
+        self.recomputed: Optional[list[Any]] = None
+
+    # -- the forward's end, as named steps ------------------------------------------------------------
+    def end_forward(self, outputs: list[torch.Tensor]) -> None:
+        """fn returned: keep only what backward reads, build the replay, move what is offloaded, report."""
+        fw, self.forward = self.forward, None
+        assert fw is not None
+        fw.flush()
+        state = self.state
+        state.demote_written()  # kept outputs fn wrote to later: recomputed (op and write replay)
+        if state.n_packed == 0:
+            state.release()  # autograd saved nothing here: never replayed
+            state.settle(state.outside, None, None)
+            return
+        if selects_by_tag(self.policy) and not any(rec.tag for rec in state.records):
+            _warn_untagged(self.policy, state.fn)
+        for policy, positions in fw.planned.values():
+            _retain.plan(state, policy, positions, fw.calls or [], fw.flow)
+        live = _retain.keep_only_live(state, fw.flow, fw.early)
+        outside = watch_outside(fw.flow, live, state.records, fw.early, owner_module(state.fn), state.on_xla)
+        program = None
+        if fw.recorder is not None:
+            program = fw.recorder.build(state, fw.flow.packed_keys, fw.flow.dep_keys, outside.kept)
+        host = _offload.move_out(state, outputs)
+        state.settle(outside, program, host)
+        if __debug__:
+            state.check()  # the kept-set invariant, once per region (every test run checks it)
+        _report(state)
+
+    def abandon(self) -> None:
+        """fn raised: drop what the region holds (nothing it made outlives the call)."""
+        self.forward = None
+        self.state.release()
+
+    # -- backward ---------------------------------------------------------------------------------
+    def unpack(self, index: int) -> torch.Tensor:
+        state = self.state
+        if self.forward is None:
+            state.check_inputs()  # the more specific message first: a region input changed after forward
+        # Autograd checks a saved tensor's version at unpack; the slot does the same (inline: per op).
+        ref, version = state.packed_versions[index]
+        t = _compat.deref(ref)
+        if index in state.dirty or (t is not None and t._version != version):
+            raise _modified(state, index, t)
+        if self.forward is not None:
+            return self.forward.unpack(index)
+        if self.recomputed is None or self.recomputed[index] is _USED:
+            self.recomputed = None
+            self.recomputed = _recompute.recompute(state)
+        t = self.recomputed[index]
+        self.recomputed[index] = _USED
+        return t
+
+
+def _modified(state: RegionState, index: int, t: Optional[torch.Tensor]) -> CheckpointError:
+    what = f", output of {type(t.grad_fn).__name__}" if t is not None and t.grad_fn is not None else ""
+    return CheckpointError(
+        f"one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation (saved tensor #{index}{what} of the checkpointed function {state.name}, modified after "
+        "autograd saved it). Plain autograd raises the same error here; clone the tensor before "
+        "modifying it, or modify a copy."
+    )
+
+
+def _report(state: RegionState) -> None:
+    """What the region keeps, to every open ``saved_activations()`` ledger."""
+    for ledger in _saved.state.ledgers:
+        for t in state.inputs:
+            if t is None:
+                continue
+            ledger.record(t, param_source(t), grad_fn="region input")
+        for pos, (cached, _) in state.cache.items():
+            rec = state.records[pos]
+            host = isinstance(cached, Away)
+            for t in cached.host_tensors() if host else tensors(cached):
+                ledger.record(t, param_source(t), grad_fn=str(rec.op.overloadpacket), module=rec.module,
+                              tag=rec.tag, offloaded=host)
+
+
+def checkpoint(
+    fn: Callable[..., Any],
+    *args: Any,
+    policy: Any = "nothing_saveable",
+    verify: bool = False,
+    use_reentrant: Optional[bool] = None,
+    preserve_rng_state: bool = True,
+    determinism_check: str = "default",
+    context_fn: Any = None,
+    debug: bool = False,
+    fn_kwargs: Optional[Mapping[str, Any]] = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``fn(*args, **kwargs)``, letting ``policy`` decide per op what is saved or recomputed.
+
+    Args:
+        fn: the function (or module) to run; it must run the same ops when recomputed.
+        *args, **kwargs: its arguments (tensors or not; inputs need not require grad).
+        policy: a registered name (``xla_ckpt.policies.names()``) or any ``(OpCall) -> Decision``.
+        verify: also recompute the outputs the policy saved, and raise a ``CheckpointError`` naming
+            the first op (and module) whose recomputed value differs from the saved one. Costs the
+            full recompute; turn it on when you suspect non-determinism.
+        use_reentrant, preserve_rng_state, determinism_check, context_fn, debug:
+            ``torch.utils.checkpoint.checkpoint``'s keywords, so migrated calls keep them: each has
+            torch's meaning or raises an error naming it and the fix (table in ``_torch_args``); a
+            ``context_fn`` built by ``create_selective_checkpoint_contexts`` becomes the policy.
+            They are never passed to ``fn``.
+        fn_kwargs: keyword arguments for ``fn`` under any name, also ``policy``, ``verify`` or one
+            of torch's (loose ``**kwargs`` with those names are taken by ``checkpoint`` itself).
+
+    Gradients equal running ``fn`` directly, or a ``CheckpointError`` says why they cannot: RNG states
+    (CPU, CUDA, XLA) and autocast are restored for the recompute. Nested calls run inside the outer
+    region, each under its own policy. Under ``torch.no_grad()`` ``fn`` simply runs.
+
+    Example:
+        >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
+        >>> y = xla_ckpt.checkpoint(attn, x, use_reentrant=False, fn_kwargs={"policy": "causal"})
+    """
+    policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
+                                context_fn, debug)
+    pol = resolve(policy)
+    if not isinstance(verify, bool):
+        raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
+    if _compat.is_compiling():
+        if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
+            fn, kwargs = functools.partial(fn, **kwargs), {}
+        return _compiled.checkpoint(fn, args, kwargs, pol)  # Dynamo cannot trace the engine: torch's SAC marks
+    st = _saved.state
+    if not torch.is_grad_enabled() or st.recompute is not None:
+        # No graph to save for, or we are inside a replay (the replay mode sees these ops).
+        return fn(*args, **kwargs)
+    if st.region is not None:
+        with st.region.nested(pol):
+            return fn(*args, **kwargs)  # each op is decided under the policy current when it ran
+    region = _Region(fn, args, kwargs, pol, verify)
+    on_xla = region.state.on_xla
+    try:
+        assert region.forward is not None
+        # On XLA, torch_xla lowers einsum below dispatch modes: run its composite so policies see its bmm.
+        visible = _xla.einsum_visible() if on_xla else contextlib.nullcontext()
+        with _saved.forward_of(region.forward), _modules.tracking(), visible, ForwardMode(region.forward):
+            out = fn(*args, **kwargs)
+        region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
+    except BaseException:
+        region.abandon()
+        raise
+    region.state.watch(tensors(out))
+    if on_xla:
+        for t in tensors(out):
+            if t.requires_grad:
+                # Weakly: the hook lives as long as the output's graph node, which the caller may keep
+                # (e.g. the loss) after backward; the region, its inputs and its cache must not.
+                t.register_hook(functools.partial(_capture_grad, weakref.ref(region.state)))
+    return out
+
+
+def _warn_untagged(policy: Policy, fn: Any) -> None:
+    """A name policy on a region with no tag keeps nothing by name: say so, once per function and policy."""
+    name = _name(fn)
+    warn_once(
+        ("untagged", repr(policy), name),
+        f"xla_ckpt: the policy {policy!r} of {name} selects values by tag name, but no op of this region "
+        "was tagged (xla_ckpt.tag), so its names match nothing here (models that do not tag, such as Hugging "
+        "Face's, have no tags). Tag the values in the model's forward, or choose by op instead "
+        "(dots_with_no_batch_dims_saveable, policies.save_ops). Said once per function and policy.")
+
+
+def _capture_grad(ref: "weakref.ref[RegionState]", grad: torch.Tensor) -> None:
+    state = ref()
+    if state is not None:
+        state.capture_grad(grad)

@@ -1,0 +1,173 @@
+"""Backward of a checkpoint region: replay ``fn`` by position, checking every position against forward.
+
+SAVE (and OFFLOAD) positions hand out the forward's cached outputs, RECOMPUTE positions run again.
+Every position first checks what the replay feeds it (op, tensor shapes/dtypes, other argument
+values) against the forward's record; a difference is a :class:`CheckpointError` naming the op, the module and the
+likely cause, never a gradient computed from other values. Each recomputed random op draws from
+the generator state it drew from in forward, whatever the policy saved around it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from xla_ckpt._engine.outside import check_read
+from xla_ckpt._base.errors import recompute_mismatch_hint
+from xla_ckpt._ir.opcall import Decision
+from xla_ckpt._ir.record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._base.xla_state import lift
+from xla_ckpt._ir.replay_state import Fence
+from xla_ckpt._engine.state import RegionState
+
+__all__ = ["ReplayMode", "hint"]
+
+RECOMPUTE = Decision.RECOMPUTE
+
+def hint(func: Any, module: str) -> str:
+    """Why a replayed position may differ from the forward, and how to fix it."""
+    return (
+        f"{recompute_mismatch_hint(func, module)} Python-side state read by fn (a counter, `random`, a flag) "
+        "or data-dependent control flow has the same effect: the checkpointed function must run the same "
+        "ops on the same shapes when recomputed."
+    )
+
+
+class ReplayMode(TorchDispatchMode):
+    """Replays one region's forward; see the module docstring."""
+
+    def __init__(self, region: RegionState, fence: Optional[Fence], owner: Any) -> None:
+        super().__init__()
+        self.region = region
+        self.owner = owner  # the recompute this mode runs for (what ``forward.detach_unseen`` looks for)
+        verify = region.verify
+        self.fence = fence
+        self.verify = verify
+        self.pos = 0
+        self.busy = False  # the fence's own adds are not fn's ops
+        self.garbage: set[Any] = set()  # buffers of stand-ins for dead ops (eager)
+        self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if kwargs is None:
+            kwargs = {}
+        if self.busy or op_info(func).skipped:
+            return func(*args, **kwargs)
+        region, pos = self.region, self.pos
+        self.pos += 1
+        records = region.records
+        if pos >= len(records):
+            raise CheckpointError(
+                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {hint(func, '')}"
+            )
+        rec = records[pos]
+        if rec.op != func:
+            raise CheckpointError(
+                f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
+                f"recompute ran {func}. {hint(func, rec.module)}"
+            )
+        sig, reads = arg_scan(args, kwargs)
+        bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
+        if bad is not None:
+            raise CheckpointError(
+                f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
+                f"than in forward ({bad}). {hint(func, rec.module)}"
+            )
+        # A factory op on XLA: fn gets a functional tensor, as in forward (see _xla_state.lift).
+        out = self._position(func, args, kwargs, rec, pos, reads)
+        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
+
+    def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
+        region = self.region
+        if rec.decision is not RECOMPUTE:  # SAVE or OFFLOAD: the forward's value
+            return self._saved(func, args, kwargs, rec, pos)
+        if not rec.live and not self.verify:
+            # Nothing backward needs comes from this op: a stand-in, never read (checked below).
+            out = stand_in(rec.spec)
+            made = tensors(out)
+            self.stand_ins.extend(made)
+            for t in made:
+                self.garbage.add(buffer_key(t))
+            return out
+        outside = region.outside.reads.get(pos) if region.outside.reads else None
+        if outside is not None:
+            for i, key, forward in outside:
+                check_read(reads[i], key, forward, func, rec.module, pos)
+        if self.garbage:
+            for t in reads:
+                if buffer_key(t) in self.garbage:
+                    raise CheckpointError(
+                        f"internal: {func} (module '{rec.module}', op #{pos}) reads the output of an op the "
+                        "liveness analysis skipped. Please report this with the function; checkpoint(..., "
+                        "verify=True) runs every op and avoids it."
+                    )
+        out = self._run(func, args, kwargs, rec)
+        meta = out_meta(out)
+        if meta != rec.meta:
+            raise CheckpointError(
+                f"recomputation of {func} in module '{rec.module}' (op #{pos}) produced {_meta(meta)}, the forward "
+                f"produced {_meta(rec.meta)}. {hint(func, rec.module)}"
+            )
+        return out
+
+    def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
+        cached = self.region.cached(pos, func, rec)
+        if self.verify:
+            _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
+        if self.fence is None:
+            return cached
+        fence = self.fence
+        self.busy = True
+        try:
+            if isinstance(cached, torch.Tensor):
+                return fence.apply(cached)
+            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+        finally:
+            self.busy = False
+
+    @staticmethod
+    def _run(func: Any, args: tuple, kwargs: dict, rec: Record) -> Any:
+        if rec.draw is None:
+            return func(*args, **kwargs)
+        # Each random op draws from the state it drew from in forward (see _replay_state.Draw).
+        out, matched = rec.draw.replay(lambda: func(*args, **kwargs))
+        if not matched:
+            raise CheckpointError(
+                f"the random numbers of {func} in module '{rec.module}' cannot be reproduced: its generator "
+                f"({rec.draw.source}) was advanced by a draw that interleaved with this op, in the forward or in "
+                "the recomputation. Another thread draws from the same process-wide generator (CPU, or one "
+                "CUDA/XLA device) outside any checkpoint. Give each thread's random ops their own torch.Generator "
+                "(generator=...), or keep other threads from drawing while checkpointed random ops run."
+            )
+        return out
+
+
+def _meta(meta: tuple) -> str:
+    return ", ".join(f"{tuple(s)} {d}".replace("torch.", "") for s, d in meta) or "no tensors"
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def _compare(fresh: Any, cached: Any, func: Any, rec: Record, pos: int) -> None:
+    for i, (f, c) in enumerate(zip(tensors(fresh), tensors(cached))):
+        if not _equal(f, c):
+            diff = (f.detach().cpu().double() - c.detach().cpu().double()).abs()
+            worst = float(diff[~torch.isnan(diff)].max()) if diff.numel() else 0.0
+            raise CheckpointError(
+                f"verify: recomputing {func} in module '{rec.module}' (op #{pos}, output {i}) gave other values "
+                f"than the forward saved (max abs difference {worst:.3g}). The op or an op before it is not "
+                "deterministic (an unseeded random source, a nondeterministic kernel, state read from outside "
+                "fn); with this policy the gradient would still use the saved values, but ops recomputed from "
+                "it would not match the forward."
+            )

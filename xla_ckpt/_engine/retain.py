@@ -1,0 +1,158 @@
+"""What a region keeps once its forward has ended: planning policies, liveness, promotion, pruning.
+
+The forward caches every output the policy keeps. At the end of forward (``region.py``)
+the region knows everything backward can read, and keeps only that: a planning policy decides its
+positions over the whole region (``plan``); outputs nothing reads are dropped, dead ops are marked
+so the replay skips them, inputs backward never reads are let go (``keep_only_live``, using
+``_liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
+fewer bytes (``_promote``), and a multi-output op keeps only the outputs something reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from typing import Any, Iterator, Optional
+
+import torch
+
+from xla_ckpt._base import xla as _xla
+from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._policy.plan import RegionView, check_plan
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._ir.record import fn_name as _name, spec_of, tensors
+
+from xla_ckpt._engine.state import Pruned, RegionState
+
+__all__ = ["plan", "keep_only_live", "liveness_off"]
+
+SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
+
+
+def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
+    """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
+    free = [p for p in positions if p in region.cache]
+    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=not region.on_xla)
+    try:
+        decisions = policy.plan(view)
+    except Exception as e:
+        e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
+        raise
+    for p, d in zip(free, check_plan(policy, view, decisions)):
+        if d is RECOMPUTE:
+            _demote(region, p)
+        elif d is OFFLOAD:
+            region.to_host(p)  # moved by offload.move_out
+
+
+def _demote(region: RegionState, pos: int) -> None:
+    """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins)."""
+    cached = region.cache[pos][0]
+    region.demote(pos, None if region.on_xla else spec_of(cached))
+
+
+def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
+    """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs.
+
+    Returns the positions the replay runs (None: all of them).
+    """
+    if region.verify or _off.n:
+        return None  # verify recomputes every position from real inputs
+    saved = set(region.cache)
+    lv = flow.analyse(saved)
+    if not region.on_xla:
+        lv = _promote(region, flow, early, saved, lv)
+    for pos in list(region.cache):
+        if pos not in lv.cached:
+            _demote(region, pos)
+    for pos, rec in enumerate(region.records):
+        if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
+            region.dead(pos)
+    if not region.on_xla:
+        _prune_outputs(region, flow.read_keys(lv, region.packed_keys))
+    if flow.shared_inputs:
+        return lv.live
+    unread = {i: (t.shape, t.stride(), t.dtype, t.device, t.requires_grad, torch._is_functional_tensor(t))
+              for i, t in enumerate(region.inputs) if t is not None and i not in lv.inputs}
+    if unread:
+        region.drop_inputs(unread)
+    return lv.live
+
+def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
+    """Keep an op's output instead of what recomputing it needs, where that keeps fewer bytes.
+
+    A recomputed op whose whole output autograd saved (held until the end of forward) can be
+    kept as it is: ``x + lora(x)`` recomputed from two saved matmuls keeps two tensors where its
+    own output is one. Accepted only when the region then keeps fewer bytes; it also recomputes less.
+    """
+    candidates: dict[int, int] = {}
+    for j, p in enumerate(flow.packed):
+        rec = region.records[p] if p >= 0 else None
+        if rec is None or p not in lv.live or p in candidates or j in region.dirty or rec.info.mutable:
+            continue
+        if rec.spec is None or not isinstance(rec.spec[0], torch.Size):
+            continue  # single-tensor outputs only
+        t = early[j]
+        if (t.shape, t.stride(), t.dtype) == rec.spec[:3] and t.storage_offset() == 0:
+            candidates[p] = j
+    if not candidates:
+        return lv
+    best = _kept_bytes(region, lv)
+    for p, j in sorted(candidates.items()):
+        trial = flow.analyse(saved | {p})
+        size = _kept_bytes(region, trial)
+        if size < best:
+            saved.add(p)
+            best, lv = size, trial
+            region.promote(p, early[j], (region.packed_versions[j],))
+    return lv
+
+def _kept_bytes(region: RegionState, lv: Any) -> int:
+    total = 0
+    for p in lv.cached:
+        total += sum(_xla.shape_nbytes(t) for t in tensors(region.cache[p][0])) if p in region.cache else _meta_bytes(
+            region.records[p].spec)
+    for i in lv.inputs:
+        t = region.inputs[i]
+        total += _xla.shape_nbytes(t) if t is not None else 0
+    return total
+
+def _prune_outputs(region: RegionState, read: set[Any]) -> None:
+    """A cached multi-output op keeps only the outputs something reads (layer norm's statistics...)."""
+    for pos, (cached, versions) in list(region.cache.items()):
+        if isinstance(cached, torch.Tensor) or not isinstance(cached, (tuple, list)):
+            continue
+        pruned = tuple(
+            Pruned(spec_of(t)) if isinstance(t, torch.Tensor) and _xla.buffer_key(t) not in read else t
+            for t in cached
+        )
+        if any(isinstance(t, Pruned) for t in pruned):
+            region.prune(pos, pruned)
+
+
+def _meta_bytes(spec: Any) -> int:
+    shape, _, dtype, _ = spec
+    return math.prod(shape) * dtype.itemsize
+
+
+class _Off(threading.local):
+    def __init__(self) -> None:
+        self.n = 0
+
+
+_off = _Off()
+
+
+@contextlib.contextmanager
+def liveness_off() -> Iterator[None]:
+    """Regions whose forward ends in this block (on this thread) keep every output the policy kept.
+
+    For tests that compare the policy's own choices (before liveness drops what backward never
+    reads) with another lowering's.
+    """
+    _off.n += 1
+    try:
+        yield
+    finally:
+        _off.n -= 1

@@ -1,0 +1,276 @@
+"""A region's state from its forward to its last backward, and the only code that changes a decision.
+
+The region decides each op once, in forward (``forward.py``); at the end of forward it keeps only what
+backward can read (``retain.py``), moves what the policy offloads (``offload.py``), and backward
+recomputes the rest (``recompute.py``). All of them read this object; none of them writes it. Its
+invariant: **position p is in ``cache`` if and only if ``records[p].decision`` keeps it** (SAVE or
+OFFLOAD). The methods under "the kept set" are the only code that changes a decision or the cache,
+and each keeps the invariant (``check`` asserts it; the tests call it).
+
+Lifecycle of the fields: ``records``, ``cache``, the input and pack bookkeeping grow during forward;
+``outside``, ``program`` and ``host`` are set once when the forward ends (``settle``); ``grad`` when
+the incoming gradient arrives (XLA); nothing changes during backward but what backward checks.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import replace
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils._pytree import tree_map
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._base.errors import CheckpointError, fn_name
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._engine.outside import Watch
+from xla_ckpt._ir.opcall import Decision
+from xla_ckpt._ir.record import Record, stand_in, tensors
+from xla_ckpt._ir.replay_state import autocast_state, devices
+
+__all__ = ["RegionState", "Absent", "Pruned", "Away", "written"]
+
+SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
+Versions = tuple[tuple[weakref.ref, int], ...]
+_SAME: Any = object()  # demote's default: the record keeps its spec
+
+
+class Absent:
+    """Stands in the region's arguments for an input backward never reads (the region drops it)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class Pruned:
+    """A cached output nothing reads: a stand-in of its shape is handed out in its place."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+class Away:
+    """A cache entry held elsewhere than on the device (the host tier, ``offload.py``)."""
+
+    __slots__ = ()
+
+    def fetch(self) -> Any:
+        """The cached structure back on its device."""
+        raise NotImplementedError
+
+    def host_tensors(self) -> list[torch.Tensor]:
+        """The copies held away (what the saved-tensor report shows)."""
+        raise NotImplementedError
+
+
+def written(versions: Versions) -> bool:
+    """Whether any still-alive tensor of ``versions`` was modified in place since its version was taken."""
+    for ref, v in versions:
+        t = _compat.deref(ref)
+        if t is not None and t._version != v:
+            return True
+    return False
+
+
+def _detached(out: Any) -> Any:
+    # Detached aliases: no copy, and no reference cycle through the autograd graph.
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
+
+
+class RegionState:
+    """One checkpointed call's inputs, decisions, kept outputs and bookkeeping (see the module docstring).
+
+    Args:
+        fn, args, kwargs: the checkpointed call.
+        verify: whether backward recomputes and compares the kept outputs too.
+
+    Example:
+        >>> state = RegionState(block, (x,), {}, verify=False)
+        >>> pos = state.record(rec, out, versions)   # forward: one op decided
+        >>> state.demote(pos)                         # end of forward: nothing reads it
+    """
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, verify: bool) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.verify = verify
+        self.inputs: list[Optional[torch.Tensor]] = tensors((args, kwargs))  # None: not needed by backward
+        devs = devices(self.inputs)
+        self.autocast = autocast_state(devs)
+        self.on_xla = any(d.type == "xla" for d in devs)
+        self.records: list[Record] = []
+        self.cache: dict[int, tuple[Any, Versions]] = {}
+        # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
+        self.input_keys = {buffer_key(t): i for i, t in enumerate(self.inputs)}
+        self.pristine: dict[int, torch.Tensor] = {}
+        self.absent: dict[int, tuple] = {}  # unread inputs: (shape, stride, dtype, device, requires_grad, functional)
+        self.input_versions: tuple[int, ...] = ()
+        # What autograd saved: storage -> slot indices, and each tensor's version when saved; slots
+        # whose tensor fn wrote to after saving it (autograd would refuse them at backward).
+        self.packed_keys: dict[Any, list[int]] = {}
+        self.packed_versions: list[tuple[weakref.ref, int]] = []
+        self.dirty: set[int] = set()
+        # Region outputs that alias a kept output, weakly, with their version after forward: the
+        # caller holds these objects (not our detached aliases) and may modify them in place.
+        self.watched: dict[int, list[tuple[weakref.ref, int]]] = {}
+        self.outside = Watch()  # outside tensors backward reads (``outside.py``)
+        self.program: Any = None  # XLA: the recorded program the recompute runs (``direct.py``), or None
+        self.host: Any = None  # the entries moved to the host tier (``offload.Link``), or None
+        self.grad: Optional[torch.Tensor] = None  # XLA: the incoming gradient the recompute is fenced on
+
+    @property
+    def n_packed(self) -> int:
+        return len(self.packed_versions)
+
+    @property
+    def name(self) -> str:
+        return fn_name(self.fn)
+
+    # -- the kept set -------------------------------------------------------------------------
+    def record(self, rec: Record, out: Any, versions: Versions) -> tuple[int, Any]:
+        """Append the forward's next op; a kept one caches (detached aliases of) ``out``.
+
+        Returns its position and the cached value (None when the op is recomputed).
+        """
+        pos = len(self.records)
+        self.records.append(rec)
+        if rec.decision is RECOMPUTE:
+            return pos, None
+        cached = out.detach() if isinstance(out, torch.Tensor) else _detached(out)  # inline: per op
+        self.cache[pos] = (cached, versions)
+        return pos, cached
+
+    def demote(self, pos: int, spec: Any = _SAME) -> None:
+        """A kept position becomes RECOMPUTE (``spec``: its outputs' shapes, for the replay's stand-ins)."""
+        self.cache.pop(pos)
+        rec = self.records[pos]
+        self.records[pos] = replace(rec, decision=RECOMPUTE, spec=rec.spec if spec is _SAME else spec)
+
+    def demote_written(self) -> None:
+        """End of forward: kept outputs fn modified in place later are recomputed (op and write replay)."""
+        for pos, (_, versions) in list(self.cache.items()):
+            if written(versions):
+                self.demote(pos)
+
+    def promote(self, pos: int, value: torch.Tensor, versions: Versions) -> None:
+        """A recomputed position keeps ``value`` (its own output, which autograd saved) instead."""
+        self.records[pos] = replace(self.records[pos], decision=SAVE)
+        self.cache[pos] = (value, versions)
+
+    def to_host(self, pos: int) -> None:
+        """A kept position is offloaded (a planner's answer): ``offload.move_out`` moves it."""
+        self.records[pos] = replace(self.records[pos], decision=OFFLOAD)
+
+    def on_device(self, pos: int) -> None:
+        """An offloaded position stays on the device (no host tier, or the caller holds the value)."""
+        self.records[pos] = replace(self.records[pos], decision=SAVE)
+
+    def moved(self, pos: int, entry: Away) -> None:
+        """An offloaded position's value now waits in the host tier."""
+        assert self.records[pos].decision is OFFLOAD
+        self.cache[pos] = (entry, self.cache[pos][1])
+
+    def prune(self, pos: int, outputs: tuple) -> None:
+        """A kept multi-output op keeps only some outputs (the others are ``Pruned`` stand-ins)."""
+        self.cache[pos] = (outputs, self.cache[pos][1])
+
+    def dead(self, pos: int) -> None:
+        """Nothing backward reads comes from this recomputed position: the replay hands out a stand-in."""
+        self.records[pos] = replace(self.records[pos], live=False)
+
+    def release(self) -> None:
+        """Autograd saved nothing here (e.g. a frozen block): never replayed, it keeps and reports nothing."""
+        for pos in list(self.cache):
+            self.demote(pos)
+
+    def check(self) -> None:
+        """Assert the invariant: p is cached iff ``records[p]`` keeps it."""
+        kept = {p for p, r in enumerate(self.records) if r.decision.keeps}
+        assert kept == set(self.cache), f"kept {sorted(kept)} but cached {sorted(self.cache)}"
+
+    # -- inputs and what autograd saved ---------------------------------------------------------
+    def writing(self, key: Any, before: Callable[[int], torch.Tensor]) -> None:
+        """fn writes in place to the buffer ``key``: slots saved from it are stale, an input keeps its value.
+
+        ``before(i)`` gives input i's value before the write (eager: a clone; XLA: the old tensor).
+        """
+        self.dirty.update(self.packed_keys.get(key, ()))
+        i = self.input_keys.get(key)
+        if i is not None and i not in self.pristine:
+            self.pristine[i] = before(i)
+
+    def pack(self, t: torch.Tensor, key: Any) -> int:
+        """Autograd saved ``t`` (buffer ``key``) in the forward: its slot index (versions are checked at unpack)."""
+        n = len(self.packed_versions)
+        self.packed_versions.append((weakref.ref(t), t._version))
+        slots = self.packed_keys.get(key)
+        if slots is None:
+            self.packed_keys[key] = [n]
+        else:
+            slots.append(n)
+        return n
+
+    def drop_inputs(self, unread: dict[int, tuple]) -> None:
+        """Let go of inputs backward never reads (``unread``: index -> what a stand-in needs)."""
+        self.absent.update(unread)
+        gone = {id(self.inputs[i]): i for i in unread}
+        self.args, self.kwargs = tree_map(
+            lambda a: Absent(gone[id(a)]) if isinstance(a, torch.Tensor) and id(a) in gone else a,
+            (self.args, self.kwargs))
+        for i in unread:
+            self.inputs[i] = None
+            self.pristine.pop(i, None)
+
+    def settle(self, outside: Watch, program: Any, host: Any) -> None:
+        """The end of forward: what backward checks and reads besides the cache."""
+        self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
+        self.outside, self.program, self.host = outside, program, host
+
+    def watch(self, outputs: list[torch.Tensor]) -> None:
+        """The region's outputs that alias a kept value: a later in-place write to one is an error."""
+        keys = {}
+        for pos, (cached, _) in self.cache.items():
+            for t in tensors(cached):
+                keys[buffer_key(t)] = pos
+        for t in outputs:
+            pos = keys.get(buffer_key(t if t._base is None else t._base))
+            if pos is not None:
+                self.watched.setdefault(pos, []).append((weakref.ref(t), t._version))
+
+    def capture_grad(self, grad: torch.Tensor) -> None:
+        if self.grad is None and grad is not None and grad.numel() > 0:
+            self.grad = grad.detach()
+
+    # -- backward reads -------------------------------------------------------------------------
+    def cached(self, pos: int, func: Any, rec: Record) -> Any:
+        """The forward's output at a kept position, after checking nobody modified it since."""
+        cached, versions = self.cache[pos]
+        if written(versions + tuple(self.watched.get(pos, ()))):
+            kept = "offloaded" if rec.decision is OFFLOAD else "saved"
+            raise CheckpointError(
+                f"an output of {func} (module '{rec.module}') that the policy {kept} "
+                "was modified in place after the checkpointed forward; the gradient would be wrong. Clone it "
+                "before modifying it, or let the policy recompute this op."
+            )
+        if isinstance(cached, Away):
+            cached = cached.fetch()  # back from the host tier (waits for its prefetch)
+        if isinstance(cached, tuple) and any(isinstance(t, Pruned) for t in cached):
+            return tuple(stand_in(t.spec) if isinstance(t, Pruned) else t for t in cached)
+        return cached
+
+    def check_inputs(self) -> None:
+        """An input modified in place after the forward is an error, as autograd's version check is."""
+        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
+            if t is not None and t._version != v:
+                raise CheckpointError(
+                    f"input #{i} of the checkpointed function {self.name} (a tensor of shape "
+                    f"{tuple(t.shape)}) was modified by an inplace operation after the forward (version {v} "
+                    f"-> {t._version}); the recomputation needs its value from the forward. Clone it before "
+                    "modifying it (autograd raises the same error for tensors it saves)."
+                )

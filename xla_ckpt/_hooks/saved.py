@@ -1,0 +1,181 @@
+"""ONE saved-tensor hook pair that composes every feature: the ledger, weights by reference, checkpoint.
+
+``torch.autograd.graph.saved_tensors_hooks`` applies only the innermost pair, so features do not
+install pairs of their own: each one switches itself on in a thread-local state that this single
+``_pack`` / ``_unpack`` pair reads. Every feature enters the same pair, so nesting them in any order
+works, and leaving a ``with`` block (normally or by an exception) switches exactly that feature off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Optional, Protocol
+
+import torch
+
+from xla_ckpt._hooks.params import ParamSource, param_source
+
+__all__ = ["weights_by_reference", "hooks_for", "state", "Packed", "forward_of", "recomputing", "ledger"]
+
+
+class Packed:
+    """Base of every object ``_pack`` returns in place of a tensor; ``unpack`` gives the tensor back."""
+
+    __slots__ = ()
+
+    def unpack(self) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _ByReference(Packed):
+    """A parameter (or a copy derived from one) kept by reference: re-derived at unpack."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: ParamSource) -> None:
+        self.source = source
+
+    def unpack(self) -> torch.Tensor:
+        return self.source.derive()
+
+
+class _Versioned(Packed):
+    """A tensor saved as itself, with its version: autograd skips its own in-place check for tensors
+    that pass through saved-tensor hooks, so the hook pair must make it (else a silently wrong grad)."""
+
+    __slots__ = ("tensor", "version", "grad_fn")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        # Detached (it shares t's version counter): holding an op's own output with its grad_fn
+        # would be a reference cycle through C++ that Python's GC cannot break.
+        self.tensor = t.detach()
+        self.version = t._version
+        self.grad_fn = type(t.grad_fn).__name__ if t.grad_fn is not None else "a leaf"
+
+    def unpack(self) -> torch.Tensor:
+        t = self.tensor
+        if t._version != self.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{t.dtype}, shape {list(t.shape)}], output of {self.grad_fn}, is at version {t._version}; "
+                f"expected version {self.version} instead (checked by xla_ckpt's saved-tensor hooks, as "
+                "autograd checks it without them). Clone the tensor before modifying it."
+            )
+        return t
+
+
+class _Ledger(Protocol):
+    def record(
+        self,
+        t: torch.Tensor,
+        source: Optional[ParamSource],
+        *,
+        by_reference: bool = False,
+        grad_fn: Optional[str] = None,
+        module: Optional[str] = None,
+        tag: Optional[str] = None,
+        offloaded: bool = False,
+    ) -> None: ...
+
+
+class _Region(Protocol):
+    def pack(self, t: torch.Tensor) -> Any: ...
+
+    def on_tag(self, x: torch.Tensor, name: str) -> None: ...
+
+
+class _Recompute(Protocol):
+    def pack(self, t: torch.Tensor) -> Any: ...
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.ledgers: list[_Ledger] = []
+        self.by_reference = 0
+        self.region: Optional[_Region] = None  # a checkpoint region in its forward
+        self.recompute: Optional[_Recompute] = None  # a checkpoint region replaying in backward
+
+
+state = _State()
+
+
+def _pack(t: torch.Tensor) -> Any:
+    st = state
+    if st.recompute is not None:
+        return st.recompute.pack(t)
+    if st.region is not None:
+        # The region keeps its inputs and the outputs its policy saved, and reports them itself.
+        return st.region.pack(t)
+    source = param_source(t) if (st.ledgers or st.by_reference) else None
+    by_reference = bool(st.by_reference) and source is not None
+    for ledger in st.ledgers:
+        ledger.record(t, source, by_reference=by_reference)
+    return _ByReference(source) if by_reference else _Versioned(t)
+
+
+def _unpack(packed: Any) -> torch.Tensor:
+    if isinstance(packed, Packed):
+        return packed.unpack()
+    return packed
+
+
+def hooks_for() -> contextlib.AbstractContextManager[None]:
+    """The one hook pair; every feature enters it (nesting the same pair is harmless)."""
+    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+
+
+@contextlib.contextmanager
+def weights_by_reference() -> Iterator[None]:
+    """Autograd keeps parameters, and copies derived from them, by reference.
+
+    A saved parameter is unpacked as the parameter's current value; a transposed / permuted /
+    viewed / dtype-cast copy (stock ``nn.Linear`` on XLA saves ``t_copy(weight)``, autocast saves
+    ``_to_copy(weight)``) is packed as a recipe and re-derived from the current parameter in
+    backward. No parameter-sized tensor is copied or held. Lets FSDP free and re-gather weights.
+
+    Example:
+        >>> with xla_ckpt.weights_by_reference():
+        ...     loss = model(x).sum()
+        >>> loss.backward()
+    """
+    with hooks_for():
+        state.by_reference += 1
+        try:
+            yield
+        finally:
+            state.by_reference -= 1
+
+
+@contextlib.contextmanager
+def forward_of(region: _Region) -> Iterator[None]:
+    """``region``'s forward runs on this thread: what autograd saves (and each tag) goes to it."""
+    with hooks_for():
+        previous, state.region = state.region, region
+        try:
+            yield
+        finally:
+            state.region = previous
+
+
+@contextlib.contextmanager
+def recomputing(recompute: _Recompute) -> Iterator[None]:
+    """A region's recompute runs on this thread: what autograd saves goes to it (no region is in forward)."""
+    with hooks_for():
+        previous, state.recompute = state.recompute, recompute
+        region, state.region = state.region, None
+        try:
+            yield
+        finally:
+            state.recompute, state.region = previous, region
+
+
+@contextlib.contextmanager
+def ledger(report: _Ledger) -> Iterator[None]:
+    """``report`` records what autograd saves on this thread until the block ends."""
+    with hooks_for():
+        state.ledgers.append(report)
+        try:
+            yield
+        finally:
+            state.ledgers.remove(report)

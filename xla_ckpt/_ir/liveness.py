@@ -1,0 +1,151 @@
+"""Which parts of a region's forward backward can read: the rest is dropped after forward.
+
+Backward reads only what autograd saved inside the region (the packed tensors). The replay produces
+a packed tensor either from the cache (a SAVE position) or by running its op, which needs the op's
+inputs, and so on back to the region's inputs. Everything outside that set is dead:
+- a SAVE output no packed tensor depends on is dropped from the cache at the end of forward
+  (so ``everything_saveable`` keeps what autograd would keep, never more);
+- a RECOMPUTE position nothing needs is not computed by the eager replay (an uninitialised tensor
+  of the recorded shape stands in: it is never read, which the replay checks);
+- a region input no live op reads is not held by the region.
+
+Producers are tracked by buffer (``_xla.buffer_key``): eager views share their base's storage, XLA
+views are mapped to their base's producer as they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from xla_ckpt._base.xla import buffer_key
+
+__all__ = ["Liveness", "Dataflow", "analyse", "INPUT", "EXTERNAL"]
+
+# Producer codes below zero: -1 external (parameters, closures), INPUT - i: region input i.
+EXTERNAL = -1
+INPUT = -2
+
+
+@dataclass(frozen=True)
+class Liveness:
+    live: frozenset[int]  # RECOMPUTE positions the replay must compute
+    cached: frozenset[int]  # SAVE positions whose cached output backward can read
+    inputs: frozenset[int]  # region inputs the replay reads
+
+
+def analyse(
+    deps: list[tuple[int, ...]],
+    saved: set[int],
+    packed: list[int],
+    always: list[int],
+) -> Liveness:
+    """Walk back from the packed tensors' producers (and ops that must run) through recomputed ops.
+
+    Args:
+        deps: per position, the producers of its tensor arguments (codes as above).
+        saved: positions whose outputs are in the cache.
+        packed: producer of each tensor autograd saved inside the region.
+        always: positions the replay must reach whatever is needed (writes, ops returning Python
+            values): recomputed if not saved, handed out from the cache if saved.
+    """
+    live: set[int] = set()
+    cached: set[int] = set()
+    inputs: set[int] = set()
+    stack = list(packed) + list(always)
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if p <= INPUT:
+            inputs.add(INPUT - p)
+        elif p == EXTERNAL:
+            continue
+        elif p in saved:
+            # Saved ops that must run (their results go back to Python: a custom op's ``(Tensor, int)``,
+            # ``item()``) hand out the cached results, Python values included: a saved op is never rerun
+            # (torch's SAC runs it once too). Ops that write are never saved (``_Region._decide``).
+            cached.add(p)
+        else:
+            live.add(p)
+            stack.extend(deps[p])
+    return Liveness(frozenset(live), frozenset(cached), frozenset(inputs))
+
+
+class Dataflow:
+    """Records, during a region's forward, which position produced each buffer and what each op read."""
+
+    def __init__(self, inputs: list[torch.Tensor]) -> None:
+        self.producer: dict[Any, int] = {}
+        self.deps: list[tuple[int, ...]] = []
+        self.dep_keys: list[tuple[Any, ...]] = []  # per position, the buffers it read
+        self.packed: list[int] = []
+        self.packed_keys: list[Any] = []  # buffer of each packed tensor (outside ones: see ``_external``)
+        self.always: list[int] = []
+        # Tensors from outside the region (parameters, closures) read by each position, and on XLA
+        # the base buffer of each view of one (a view is a new buffer there): see ``_external``.
+        self.outside_at: dict[int, list[tuple[int, Any, torch.Tensor]]] = {}  # per position: (argument, buffer, tensor)
+        self.outside_base: dict[Any, Any] = {}
+        keys = [buffer_key(t) for t in inputs]
+        # Inputs that share a buffer are read through each other: keep them together (never dropped).
+        self.shared_inputs = len(set(keys)) != len(keys)
+        for i, k in enumerate(keys):
+            self.producer.setdefault(k, INPUT - i)
+
+    def op(self, reads: list[torch.Tensor], outs: list[torch.Tensor], only_tensors: bool, must_run: bool) -> None:
+        """One position (in order): the producers of the tensors it reads, then its outputs become theirs.
+
+        ``only_tensors``: the op returned tensors only (else its results go back to Python: it must run).
+        """
+        pos = len(self.deps)
+        producer = self.producer
+        keys = tuple([buffer_key(t) for t in reads])
+        self.dep_keys.append(keys)
+        deps = tuple([producer.get(k, EXTERNAL) for k in keys])
+        self.deps.append(deps)
+        if EXTERNAL in deps:
+            self.outside_at[pos] = [(i, k, t) for i, (k, d, t) in enumerate(zip(keys, deps, reads)) if d == EXTERNAL]
+        for t in outs:
+            producer[buffer_key(t)] = pos
+        if must_run or not outs or not only_tensors:
+            self.always.append(pos)  # writes, and ops whose results go back to Python
+
+    def alias(self, args: tuple, out: Any) -> None:
+        """An XLA view op (its outputs are new buffers): they belong to their base's producer."""
+        for src in args:
+            if isinstance(src, torch.Tensor):
+                break
+        else:
+            return
+        base = buffer_key(src)
+        p = self.producer.get(base)
+        if p is None:  # a view of an outside tensor (a parameter's t_copy): remember its base buffer
+            base = self.outside_base.get(base, base)
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.outside_base[buffer_key(t)] = base
+            return
+        if isinstance(out, torch.Tensor):
+            self.producer[buffer_key(out)] = p
+            return
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.producer[buffer_key(t)] = p
+
+    def pack(self, key: Any) -> None:
+        self.packed.append(self.producer.get(key, EXTERNAL))
+        self.packed_keys.append(key)
+
+    def analyse(self, saved: set[int]) -> Liveness:
+        return analyse(self.deps, saved, self.packed, self.always)
+
+    def read_keys(self, lv: Liveness, packed_keys: Any) -> set[Any]:
+        """Buffers backward or a live op reads: the outputs of a cached op that must stay."""
+        keys = set(packed_keys)
+        for p in lv.live:
+            keys.update(self.dep_keys[p])
+        return keys

@@ -1,0 +1,226 @@
+"""Forward of a checkpoint region: what each op was, what the replay must reproduce, what was decided.
+
+Every ATen op that ``fn`` runs (views and detaches aside) becomes one *position*. A position records
+what the replay must see again (the op, the shapes/dtypes of its tensor arguments and the values of
+its other arguments, the shapes/dtypes of its outputs) and the policy's decision, so the replay can
+check each position and fail loudly instead of computing a different gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from xla_ckpt._base.errors import CheckpointError, fn_name
+from xla_ckpt._ir.opcall import Decision
+
+__all__ = [
+    "CheckpointError", "OpInfo", "op_info", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
+    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES", "fn_name",
+]
+
+aten = torch.ops.aten
+
+
+# Values that are never containers: the per-op walks below skip them without asking pytree.
+LEAF_TYPES = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                     torch.memory_format})
+
+
+def tensors(tree: Any) -> list[torch.Tensor]:
+    """The tensors in ``tree``, in pytree order (plain tuples and lists walked here: the per-op case)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    out: list[torch.Tensor] = []
+    _collect(tree, out)
+    return out
+
+
+def _collect(x: Any, out: list[torch.Tensor]) -> None:
+    tp = type(x)
+    if tp is tuple or tp is list:
+        for y in x:
+            if isinstance(y, torch.Tensor):
+                out.append(y)
+            elif type(y) not in LEAF_TYPES:
+                _collect(y, out)
+    elif isinstance(x, torch.Tensor):
+        out.append(x)
+    elif tp is dict:  # keyword arguments: pytree's order (insertion)
+        _collect(tuple(x.values()), out)
+    elif tp not in LEAF_TYPES:  # namedtuples, torch.Size, other registered pytree nodes
+        out.extend(t for t in tree_leaves(x) if isinstance(t, torch.Tensor))
+
+
+# Functionalization turns views into *_copy ops on XLA: they are views for our purposes.
+_VIEW_COPIES = frozenset(
+    {aten.t_copy, aten.view_copy, aten.transpose_copy, aten.permute_copy, aten.expand_copy, aten._unsafe_view,
+     aten.alias_copy, aten.slice_copy, aten.select_copy, aten.split_copy, aten.split_with_sizes_copy,
+     aten.unsqueeze_copy, aten.squeeze_copy, aten.as_strided_copy, aten.diagonal_copy, aten.unbind_copy,
+     aten.detach_copy}
+)
+# Neither decided nor replayed by position, just run:
+# - detach / lift_fresh: emitted or skipped depending on context (torch's own SAC ignores them too);
+# - views: free to replay, must alias their replayed base, and on XLA functionalization emits a
+#   varying number of them (a layer norm's input view appears in forward, not in the recompute);
+# - _propagate_xla_data: torch_xla's bookkeeping after an in-place op (no value of its own).
+_IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """Facts about an op overload, computed once per overload (the hot path is one dict lookup)."""
+
+    skipped: bool  # not a position (views, detach, ...)
+    mutable: bool  # writes to one of its arguments: always replayed
+    random: bool  # draws from a generator: the replay must advance it exactly as forward did
+    writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to
+    propagate: bool = False  # torch_xla's _propagate_xla_data (an in-place op's trace on XLA)
+
+
+_INFO: dict[Any, OpInfo] = {}
+
+
+def op_info(op: Any) -> OpInfo:
+    info = _INFO.get(op)
+    if info is None:
+        packet = op.overloadpacket
+        propagate = op._schema.name == "aten::_propagate_xla_data"
+        skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate
+        writes = tuple(
+            (a.name if a.kwarg_only else i)
+            for i, a in enumerate(op._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        info = _INFO[op] = OpInfo(
+            skipped=skipped,
+            mutable=op._schema.is_mutable,
+            random=torch.Tag.nondeterministic_seeded in op.tags,
+            writes=writes,
+            propagate=propagate,
+        )
+    return info
+
+
+def written(info: OpInfo, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors a mutable op writes to."""
+    out = []
+    for w in info.writes:
+        a = kwargs.get(w) if isinstance(w, str) else (args[w] if w < len(args) else None)
+        out.extend(tensors(a))
+    return out
+
+
+def _sig(a: Any, found: list[torch.Tensor]) -> Any:
+    if isinstance(a, torch.Tensor):
+        found.append(a)
+        return (a.shape, a.dtype)
+    if isinstance(a, (list, tuple)):
+        return tuple([_sig(x, found) for x in a])
+    return a
+
+
+def arg_scan(args: tuple, kwargs: dict) -> tuple[tuple, list[torch.Tensor]]:
+    """One pass over an op's arguments: its :func:`signature` and its tensor arguments, in order.
+
+    Forward and replay take it before the op runs (an in-place op may change its arguments' shapes).
+    """
+    found: list[torch.Tensor] = []
+    pos = tuple([_sig(a, found) for a in args])
+    return (pos, tuple([(k, _sig(v, found)) for k, v in kwargs.items()]) if kwargs else ()), found
+
+
+def signature(args: tuple, kwargs: dict) -> tuple:
+    """What the replay must feed this position again: tensor shapes/dtypes and every other argument.
+
+    Values of tensors are not compared (that is what ``verify=True`` does); Python numbers, sizes,
+    dtypes and flags are, so a scale or a size picked by Python-side state (a counter, ``random``)
+    that differs on recompute is caught here.
+    """
+    return arg_scan(args, kwargs)[0]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # objects without a usable == (compared by identity)
+        return a is b
+
+
+def describe_mismatch(forward: tuple, replay: tuple) -> Optional[str]:
+    """None when the two signatures agree (NaN equals NaN), else a short description of the first difference."""
+    if forward == replay or _same(forward, replay):
+        return None
+    (fa, fk), (ra, rk) = forward, replay
+    for i, (f, r) in enumerate(zip(fa, ra)):
+        if not _same(f, r):
+            return f"argument {i}: forward {_show(f)}, recompute {_show(r)}"
+    if len(fa) != len(ra):
+        return f"{len(fa)} arguments in forward, {len(ra)} on recompute"
+    return f"keyword arguments: forward {_show(fk)}, recompute {_show(rk)}"
+
+
+def _show(s: Any) -> str:
+    if isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], torch.Size):
+        return f"tensor{tuple(s[0])} {s[1]}"
+    if isinstance(s, tuple):
+        return "(" + ", ".join(_show(x) for x in s) + ")"
+    return repr(s)
+
+
+def spec_of(out: Any) -> Any:
+    """What :func:`stand_in` needs to rebuild ``out``'s structure; None when it is not all tensors."""
+    if isinstance(out, torch.Tensor):
+        return (out.shape, out.stride(), out.dtype, out.device)
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return tuple(spec_of(t) for t in out)
+    return None
+
+
+def stand_in(spec: Any) -> Any:
+    """Uninitialised tensors shaped like a dead op's outputs: nothing reads them (the replay checks)."""
+    if isinstance(spec[0], torch.Size):
+        shape, stride, dtype, device = spec
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    return tuple(stand_in(s) for s in spec)
+
+
+def out_meta(out: Any) -> tuple:
+    """Shapes and dtypes of an op's tensor outputs (what the replay's outputs must match)."""
+    if isinstance(out, torch.Tensor):
+        return ((out.shape, out.dtype),)
+    return tuple([(t.shape, t.dtype) for t in tensors(out)])
+
+
+def out_scan(out: Any) -> tuple[list[torch.Tensor], tuple, bool]:
+    """One pass over an op's outputs: the tensors, their :func:`out_meta`, and whether ``out`` is only
+    tensors (one tensor, or a tuple/list of tensors: what :func:`spec_of` and a stand-in can rebuild)."""
+    if isinstance(out, torch.Tensor):
+        return [out], ((out.shape, out.dtype),), True
+    outs = tensors(out)
+    only = isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out)
+    return outs, tuple([(t.shape, t.dtype) for t in outs]), only
+
+
+@dataclass(slots=True)
+class Record:
+    """What forward ran at one position (no tensors: metadata only)."""
+
+    op: Any
+    info: OpInfo
+    decision: Decision
+    sig: tuple  # see signature()
+    meta: tuple  # shapes/dtypes of the tensor outputs
+    module: str
+    tag: Optional[str]
+    draw: Any = None  # random ops: the generator and its states around the op (_replay_state.Draw)
+    spec: Any = None  # eager: how to make a stand-in for the outputs (see stand_in)
+    live: bool = True  # False: backward needs nothing this op makes (see _liveness)

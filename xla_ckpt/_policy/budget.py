@@ -1,0 +1,180 @@
+"""``memory_budget(fraction)``: keep at most a fraction of a region's bytes, recomputing as little as possible.
+
+A planning policy (see ``_plan``): at the end of each region's forward it chooses which ops to save
+so that the bytes the region keeps (``RegionView.cost``: cached outputs backward reads, region inputs
+the replay reads) are at most ``fraction`` of what it keeps with every op saved (no checkpointing),
+minimising the recompute cost (matmul FLOPs, one unit per element for other ops), counting the ops
+recomputed only to rebuild a saved op's inputs.
+
+The search is two greedy passes on the exact cost, then swaps:
+- down from "save everything": drop the saved op that frees the most bytes per unit of recompute
+  added, until the bytes fit (what torch's knapsack does, but on the real liveness, not op by op);
+- up from "save nothing": add the op that removes the most recompute per byte added while it fits;
+- then 1-for-1 exchanges that lower the recompute and still fit.
+The cheaper of the two fitting plans is kept. A region's plan is remembered by its structure (ops,
+shapes, dataflow), so identical blocks and later steps reuse it; ``plan_cache_size`` bounds that.
+
+torch's compiled equivalent is ``torch._functorch.config.activation_memory_budget`` (a whole-graph
+knob of the min-cut partitioner): under ``torch.compile`` this policy leaves the region unmarked and
+says so once (see ``_compiled``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Collection, Hashable, Optional
+
+from xla_ckpt._policy.plan import RegionView
+from xla_ckpt._ir.opcall import Decision, OpCall
+from xla_ckpt._policy.registry import register
+
+__all__ = ["memory_budget"]
+
+SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+
+
+@dataclass(frozen=True)
+class memory_budget:  # noqa: N801  (a value-like policy constructor, named like the built-ins)
+    """Keep at most ``fraction`` of the bytes a region keeps without checkpointing; recompute the least.
+
+    Args:
+        fraction: 0..1 of the region's no-checkpointing bytes (0: keep as little as possible, 1: save
+            everything backward reads). When even recomputing everything keeps more than the budget,
+            the plan keeping the fewest bytes is used.
+
+    Example:
+        >>> y = xla_ckpt.checkpoint(block, x, policy=policies.memory_budget(0.3))
+        >>> # config: policy = { name = "memory_budget", fraction = 0.3 }   or   budget = 0.3
+    """
+
+    fraction: float
+    # Plans by region structure (a memo, not state a decision depends on): cleared when it grows past
+    # plan_cache_size distinct structures.
+    _plans: dict[Hashable, tuple[Decision, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    plan_cache_size = 64
+
+    def __post_init__(self) -> None:
+        f = self.fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0.0 <= f <= 1.0) or math.isnan(f):
+            raise ValueError(f"memory_budget: fraction must be a number in [0, 1], got {f!r}")
+        object.__setattr__(self, "fraction", float(f))
+
+    def __call__(self, call: OpCall) -> Decision:
+        raise TypeError(
+            f"{self!r} plans a whole region: the engine calls its plan(); it cannot decide one op "
+            f"({call.op}) alone (it is not usable inside any_of/all_of or scan_layers)"
+        )
+
+    def __repr__(self) -> str:
+        return f"memory_budget({self.fraction:g})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (memory_budget, (self.fraction,))  # the plan cache does not travel
+
+    def plan(self, view: RegionView) -> list[Decision]:
+        """One Decision per ``view.free`` position (see the module docstring for the search)."""
+        key = view.structure()
+        hit = self._plans.get(key)
+        if hit is None:
+            saved = search(view, self.fraction)
+            hit = tuple(SAVE if p in saved else RECOMPUTE for p in view.free)
+            if len(self._plans) >= self.plan_cache_size:
+                self._plans.clear()
+            self._plans[key] = hit
+        return list(hit)
+
+
+def budget_bytes(fraction: float, baseline: int) -> int:
+    """The budget in bytes: ``fraction`` of ``baseline``, rounded down (a fraction read back from bytes
+    kept, e.g. ``131072 / 329728``, gives 131072 again, not 131071.99...)."""
+    return math.floor(fraction * baseline + 1e-6)
+
+
+def search(view: RegionView, fraction: float) -> set[int]:
+    """The saved set: bytes within ``fraction`` of the baseline, least recompute (greedy + swaps)."""
+    free = list(view.free)
+    budget = budget_bytes(fraction, view.cost(free).nbytes)
+    cands = [_down(view, free, budget), _up(view, free, budget)]
+    cands = [_swaps(view, free, s, budget) for s in cands]
+    fits = [(view.cost(s), s) for s in cands]
+    ok = [(c, s) for c, s in fits if c.nbytes <= budget]
+    if ok:
+        return min(ok, key=lambda cs: (cs[0].recompute, cs[0].nbytes, len(cs[1])))[1]
+    return min(fits, key=lambda cs: (cs[0].nbytes, cs[0].recompute))[1]
+
+
+def _down(view: RegionView, start: Collection[int], budget: float, keep: Collection[int] = ()) -> set[int]:
+    saved = set(start)
+    cost, lv = view.evaluate(saved)
+    while cost.nbytes > budget:
+        best: Optional[tuple[float, int, int, int]] = None
+        best_eval: Any = None
+        for p in sorted((saved & lv.cached) - set(keep)):  # dropping an op backward does not read changes nothing
+            trial = view.evaluate(saved - {p})
+            freed = cost.nbytes - trial[0].nbytes
+            if freed <= 0:
+                continue
+            added = trial[0].recompute - cost.recompute
+            # Bytes beyond what is still needed are worth nothing: without the cap, one big drop beats
+            # two small cheaper ones that reach the budget together.
+            useful = min(freed, cost.nbytes - budget)
+            cand = (useful / added if added > 0 else math.inf, useful, -added, -p)
+            if best is None or cand > best:
+                best, best_eval = cand, trial
+        if best is None:
+            break  # no single op frees bytes: the up pass covers this budget
+        saved.discard(-best[3])
+        cost, lv = best_eval
+    return saved
+
+
+def _up(view: RegionView, free: list[int], budget: float) -> set[int]:
+    saved: set[int] = set()
+    cost, lv = view.evaluate(saved)
+    while True:
+        best: Optional[tuple[float, int, int]] = None
+        best_eval: Any = None
+        for p in free:
+            if p in saved or p not in lv.live:  # saving an op the replay does not run saves nothing
+                continue
+            trial = view.evaluate(saved | {p})
+            gain = cost.recompute - trial[0].recompute
+            if gain <= 0 or trial[0].nbytes > budget:
+                continue
+            added = trial[0].nbytes - cost.nbytes
+            cand = (gain / added if added > 0 else math.inf, gain, -p)
+            if best is None or cand > best:
+                best, best_eval = cand, trial
+        if best is None:
+            return saved
+        saved.add(-best[2])
+        cost, lv = best_eval
+
+
+def _swaps(view: RegionView, free: list[int], saved: set[int], budget: float, rounds: int = 4) -> set[int]:
+    """Add one op the replay runs, then drop (as the down pass) until it fits: keep it if it recomputes less.
+
+    Repairs what greedy passes miss: saving one large output (a projection) in place of two smaller
+    ones the up pass took first for their better ratio.
+    """
+    cost, lv = view.evaluate(saved)
+    if cost.nbytes > budget:
+        return saved
+    for _ in range(rounds):
+        improved = False
+        for q in free:
+            if q in saved or q not in lv.live:
+                continue
+            trial_set = _down(view, saved | {q}, budget, keep=(q,))
+            trial = view.evaluate(trial_set)
+            if trial[0].nbytes <= budget and (trial[0].recompute, trial[0].nbytes) < (cost.recompute, cost.nbytes):
+                saved, (cost, lv), improved = trial_set, trial, True
+        if not improved:
+            break
+    return saved
+
+
+register("memory_budget", lambda fraction: memory_budget(fraction))
