@@ -56,8 +56,10 @@ def plot(results: list[dict[str, Any]], key: str, path: str, title: str,
         if comp:
             ax.scatter([p[0] for p in comp], [p[1] for p in comp], color="tab:green", marker="s",
                        label="torch.compile(openxla): largest program")
-        for x, m, n in pts + comp:
+        for x, m, n in pts:
             ax.annotate(n.replace("xla_ckpt:", ""), (x, m), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for i, (x, m, n) in enumerate(comp):  # compiled none and an unmarked budget coincide: alternate offsets
+            ax.annotate(n, (x, m), textcoords="offset points", xytext=(4, 4 - 11 * (i % 2)), fontsize=7)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
         ax.legend(fontsize=8)
