@@ -8,7 +8,7 @@
 
 Variants: no checkpointing, torch_xla's and torch's own checkpointing, every preset, memory_budget at
 --budgets fractions and offload(p) for --offload policies. --headline keeps the default model and
-selects the headline rows (HEADLINE_*: two presets, one budget, no offload, fewer rounds); what a
+selects the headline rows (HEADLINE_*: three presets, one budget, no offload, fewer rounds); what a
 flag sets explicitly still wins. On XLA with the GPT, --headline adds the compiled-XLA rows
 (torch.compile(backend="openxla"): none, megatron_selective, full, memory_budget 0.3; bench/compiled.py).
 
@@ -47,9 +47,7 @@ sys.path.insert(0, ROOT)  # the checkout's library, as the workers use it
 BUDGETS = [0.1, 0.3, 0.5, 0.7, 0.9]
 OFFLOAD = ["dots_saveable"]
 ROUNDS = 15
-# The headline's lazy presets pair with its compiled rows (dots is in the full sweep): `make bench` fits
-# in 8 minutes here with the compiled rows added (issue 21).
-HEADLINE_PRESETS = ["megatron_selective", "full"]
+HEADLINE_PRESETS = ["dots", "megatron_selective", "full"]
 HEADLINE_BUDGETS = [0.3]
 HEADLINE_OFFLOAD: list[str] = []
 HEADLINE_ROUNDS = 10

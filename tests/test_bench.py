@@ -185,8 +185,8 @@ def test_headline_selects_the_readme_rows_and_the_full_sweep_keeps_every_variant
     names = lambda a: [n for n, _ in memory._variants(a)]  # noqa: E731
     head = memory._args(["--headline"])
     assert (head.layers, head.d_model, head.rounds) == (4, 256, memory.HEADLINE_ROUNDS)
-    assert names(head) == ["none", "torch_xla", "torch_sac", "xla_ckpt:megatron_selective", "xla_ckpt:full",
-                           "xla_ckpt:budget=0.3"]
+    assert names(head) == ["none", "torch_xla", "torch_sac", "xla_ckpt:dots", "xla_ckpt:megatron_selective",
+                           "xla_ckpt:full", "xla_ckpt:budget=0.3"]
     full = memory._args([])
     presets = sorted(os.path.splitext(p)[0] for p in os.listdir(os.path.join(ROOT, "policies")) if p.endswith(".toml"))
     assert full.rounds == memory.ROUNDS and len(names(full)) == 3 + len(presets) - 1 + len(memory.BUDGETS) + 1
