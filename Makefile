@@ -27,8 +27,10 @@ $(STAMP_NEWEST): pyproject.toml
 	touch $(STAMP_NEWEST)
 
 # The headline: the default GPT on XLA:CPU, no checkpointing against torch_xla's checkpoint, torch SAC,
-# three presets and one memory budget (memory: one process per variant; step times: one interleaved
-# process). About 5 minutes on 2 idle cores (32 at load average 11-18). TPU: see docs/benchmarks.md.
+# three presets and one memory budget, then the same GPT under torch.compile(backend="openxla") (none,
+# megatron_selective, full, budget 0.3; bench/compiled.py). Memory: one process per variant; step times:
+# one interleaved process for all. 4 min 43 s at load 1.5 on the 2 cores here (11-15 min at load 5-10).
+# TPU: see docs/benchmarks.md.
 bench: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json bench/results/headline.json --plot bench/results/headline.png
 

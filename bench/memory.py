@@ -4,11 +4,13 @@
     python bench/memory.py --device cuda | cpu
     python bench/memory.py --quick --json out.json --plot out.png
     python bench/memory.py --headline            # `make bench`: the README's table, a few minutes
+    python bench/memory.py --openxla none full   # compiled-XLA rows too (bench/compiled.py)
 
 Variants: no checkpointing, torch_xla's and torch's own checkpointing, every preset, memory_budget at
 --budgets fractions and offload(p) for --offload policies. --headline keeps the default model and
 selects the headline rows (HEADLINE_*: three presets, one budget, no offload, fewer rounds); what a
-flag sets explicitly still wins.
+flag sets explicitly still wins. On XLA with the GPT, --headline adds the compiled-XLA rows
+(torch.compile(backend="openxla"): none, megatron_selective, full, memory_budget 0.3; bench/compiled.py).
 
 Per variant: bytes autograd keeps on the device (saved_activations; OFFLOAD's host copies apart, as
 host MiB), compiled peak (XLA, from --xla_dump_to), device
@@ -32,8 +34,10 @@ import sys
 import tempfile
 from typing import Any
 
+import compiled
 import targets
 import timing
+from memory_plot import plot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -47,6 +51,7 @@ HEADLINE_PRESETS = ["dots", "megatron_selective", "full"]
 HEADLINE_BUDGETS = [0.3]
 HEADLINE_OFFLOAD: list[str] = []
 HEADLINE_ROUNDS = 10
+HEADLINE_OPENXLA = compiled.HEADLINE  # XLA and the GPT only: bench/compiled.py
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -75,6 +80,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--offload", nargs="*",
                    help=f"policies whose SAVE becomes OFFLOAD (policies.offload), each a variant (default {OFFLOAD}, "
                         f"--headline: {HEADLINE_OFFLOAD}); none: --offload")
+    p.add_argument("--openxla", nargs="*", help="compiled-XLA rows (torch.compile(backend='openxla')): none, "
+                   f"presets, budget=F (XLA, --model gpt; default none, --headline: {' '.join(HEADLINE_OPENXLA)})")
     p.add_argument("--headline", action="store_true", help="only the headline variants (`make bench`)")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
@@ -88,6 +95,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         a.offload = HEADLINE_OFFLOAD if a.headline else OFFLOAD
     if a.rounds is None:
         a.rounds = HEADLINE_ROUNDS if a.headline else ROUNDS
+    if a.openxla is None:
+        a.openxla = HEADLINE_OPENXLA if a.headline and a.device == "xla" and a.model == "gpt" else []
+    if a.openxla and (a.device != "xla" or a.model != "gpt"):
+        p.error(f"--openxla needs --device xla and --model gpt (got {a.device}, {a.model}): bench/openxla_probe.py")
     if a.quick:
         a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
@@ -194,45 +205,6 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
-    """Pareto front: no other point is both lower on x and smaller."""
-    front, best = [], float("inf")
-    for x, m, n in sorted(pts):
-        if m < best:
-            front.append((x, m, n))
-            best = m
-    return front
-
-
-def _plot(results: list[dict[str, Any]], key: str, path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ok = [r for r in results if not r.get("error") and r.get(key)]
-    panels = [("recompute_share", "recompute share of the step's FLOPs (%)", 100.0),
-              ("time_ratio", "step time / no checkpointing (median per-round ratio, interleaved)", 1.0)]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, (xkey, xlabel, scale) in zip(axes, panels):
-        pts = [(scale * r.get(xkey, 0.0), r[key] / 2**20, r["variant"]) for r in ok if r.get(xkey) is not None]
-        budget = sorted((p for p in pts if "budget=" in p[2]), key=lambda p: p[1])  # by memory
-        others = [p for p in pts if "budget=" not in p[2]]
-        ax.scatter([p[0] for p in others], [p[1] for p in others], color="tab:gray")
-        front = _front(pts)
-        ax.plot([p[0] for p in front], [p[1] for p in front], "-", color="tab:red", label="Pareto front")
-        if budget:
-            ax.plot([p[0] for p in budget], [p[1] for p in budget], "o--", color="tab:blue", label="memory_budget")
-        for x, m, n in pts:
-            ax.annotate(n.replace("xla_ckpt:", ""), (x, m), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel(f"{key.replace('_bytes', '')} (MiB)")
-        ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     variants = _variants(a)
@@ -259,12 +231,21 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
     _derive(results, grads)
     model = {k: getattr(a, k) for k in ("model", "layers", "d_model", "heads", "seq", "batch", "vocab", "dtype")}
-    ok = [(n, c) for (n, c), r in zip(variants, results) if not r.get("error")]
+    comp_variants = compiled.variants(a.openxla, os.path.join(ROOT, "policies"))
+    comp = []  # the compiled-XLA rows: their own table, compared with lazy none and compiled none
+    for name, _ in tqdm(comp_variants, desc="compiled (openxla)", unit="variant", file=sys.stderr):
+        stem = os.path.join(tmp, name.replace(":", "_"))
+        comp.append(compiled.probe(name, model, stem + "_dump", stem + ".pt"))
+        if not comp[-1]["error"] and os.path.exists(stem + ".pt"):
+            grads[name] = torch.load(stem + ".pt")
+    ok = [(n, c) for (n, c), r in zip(variants + comp_variants, results + comp) if not r.get("error")]
     print(f"interleaved timing: {len(ok)} variants, {a.rounds} rounds, one process", file=sys.stderr)
     timed = timing.launch({"device": a.device, "rounds": a.rounds, "warmup": a.warmup, "reference": "none",
                            "entries": [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]})
     timing.merge(results, timed)
-    goals = targets.targets(timed, a.device)
+    timing.merge(comp, timed)
+    compiled.derive(comp, results, timed, grads)
+    goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else [])
     shutil.rmtree(tmp, ignore_errors=True)
     title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
     print(title)
@@ -277,8 +258,12 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     if timed.get("error"):
         print(f"timing: {timed['error']}")
+    if comp:
+        print("\ncompiled XLA (torch.compile(backend='openxla'), fenced): peak = the largest of the step's programs "
+              "(exact bytes), host/step: the same interleaved rounds, per-round ratios")
+        print("\n".join(compiled.table(comp)))
     print("\n".join(targets.lines(goals)))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results, "targets": goals,
+    doc = {"environment": _environment(a), "config": vars(a), "results": results, "compiled": comp, "targets": goals,
            "timing": {k: v for k, v in timed.items() if k != "entries"}}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
@@ -286,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(doc, f, indent=2)
     if a.plot:
         os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
-        _plot(results, _memory_key(a.device), a.plot, title)
+        plot(results, _memory_key(a.device), a.plot, title, compiled=comp)
     return 0
 
 

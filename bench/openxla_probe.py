@@ -2,6 +2,7 @@
 
 Run one process per variant (``XLA_FLAGS`` is read once per process):
     python bench/openxla_probe.py VARIANT DUMP_DIR [--layers 4 --d-model 256 --heads 4 --seq 256 --batch 8]
+                                  [--dtype float32] [--grads grads.pt]
 VARIANT: ``none`` (no checkpointing), a preset (``megatron_selective``, ``full``, ...), ``budget:F``
 (``budget = F`` in every block), or ``lazy:PRESET`` (the lazy engine, no compile: one graph per step).
 Prints one JSON line: the compiled peak of every XLA program the step ran (forward, backward; the
@@ -34,6 +35,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--model", default="gpt", help="gpt (xla_ckpt.models) or a xla_ckpt.hf_models architecture")
     p.add_argument("--no-fence", action="store_true", help="compiled backward without the fence (to measure it)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--grads", help="save every parameter grad of the last step here, concatenated (torch.save)")
     a = p.parse_args()
     os.environ["PJRT_DEVICE"] = "CPU"
     os.environ["XLA_FLAGS"] = f"--xla_dump_to={a.dump} --xla_dump_hlo_as_text"
@@ -57,7 +60,7 @@ def main() -> None:
     if a.model == "gpt":
         cfg = GPTConfig(vocab_size=a.vocab, seq_len=a.seq, n_layer=a.layers, n_head=a.heads, d_model=a.d_model)
         torch.manual_seed(0)
-        model = GPT(cfg).to(dev)
+        model = GPT(cfg).to(getattr(torch, a.dtype)).to(dev)
     else:
         from xla_ckpt import hf_models
 
@@ -94,6 +97,9 @@ def main() -> None:
         torch_xla._XLAC._xla_wait_device_ops([])
         first = first if first is not None else time.perf_counter() - t0
     grads = float(sum(p.grad.double().abs().sum().cpu() for p in model.parameters()))
+    if a.grads:  # as bench/worker.py saves them: memory.py compares every grad with lazy none's
+        torch.save(torch.cat([p.grad.detach().float().reshape(-1).cpu() for p in model.parameters()
+                              if p.grad is not None]), a.grads)
     peaks = xla_ckpt._base.xla_dump.compiled_peaks(a.dump)
     print(json.dumps({
         "variant": a.variant, "fence": not a.no_fence, "peaks": peaks, "peak": max(peaks.values()) if peaks else None,

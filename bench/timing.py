@@ -95,12 +95,21 @@ def _loss(model: Any, idx: Any, kind: str) -> Any:
     return model(idx, idx) if kind == "gpt" else model(idx, labels=idx).loss
 
 
-def _build(entry: dict[str, Any], base: Any, device: Any) -> Any:
+def _build(entry: dict[str, Any], base: Any, device: Any) -> tuple[Any, Any]:
+    """The entry's model and what a step calls: the model itself, or it compiled (``openxla:`` entries)."""
+    import torch
+
     import xla_ckpt
     from worker import TORCH_SAC, _SacObserver, _wrap_torch
 
     model = copy.deepcopy(base).to(device)
     variant = entry["variant"]
+    if variant.startswith("openxla:"):  # bench/compiled.py's rows: the policy (if any) under torch.compile
+        if entry["config"] is not None:
+            xla_ckpt.apply(model, entry["config"])
+        # One compiled GPT per entry, the same code object: each needs its own cache entries.
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        return model, torch.compile(model, backend="openxla")
     if variant.startswith("xla_ckpt:"):
         report = xla_ckpt.apply(model, entry["config"])
         if not report.wrapped:
@@ -109,8 +118,9 @@ def _build(entry: dict[str, Any], base: Any, device: Any) -> Any:
         observer = _SacObserver(TORCH_SAC.get(variant, TORCH_SAC["torch_sac"]))
         _wrap_torch(model, variant, observer)  # inactive: it adds nothing to the timed steps
     elif variant != "none":
-        raise ValueError(f"unknown variant {variant!r}: none, torch_xla, {', '.join(TORCH_SAC)} or xla_ckpt:<preset>")
-    return model
+        raise ValueError(f"unknown variant {variant!r}: none, torch_xla, {', '.join(TORCH_SAC)}, xla_ckpt:<preset> "
+                         "or openxla:<preset>")
+    return model, model
 
 
 def _stepper(dev_kind: str) -> Callable[[Any, Callable[[], Any]], tuple[float, float]]:
@@ -169,9 +179,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         out["entries"][e["name"]] = res
         try:
             base, idx_cpu = bases[key]
-            model = _build(e, base, device)
+            model, run_fn = _build(e, base, device)
             idx = idx_cpu.to(device)
-            loss_fn = (lambda mdl=model, x=idx, k=e["model"]["model"]: _loss(mdl, x, k))
+            loss_fn = (lambda mdl=run_fn, x=idx, k=e["model"]["model"]: _loss(mdl, x, k))
             t0 = time.perf_counter()
             step(model, loss_fn)
             res["first_step_s"] = time.perf_counter() - t0

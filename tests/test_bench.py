@@ -20,8 +20,10 @@ from xla_ckpt._base import xla_dump as _xla_dump
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
 
+import compiled  # noqa: E402
 import depth  # noqa: E402
 import memory  # noqa: E402
+import targets  # noqa: E402
 import timing  # noqa: E402
 
 QUICK_ROUNDS = 3
@@ -125,14 +127,30 @@ def test_bench_hf_architecture_by_name(tmp_path):
 @pytest.mark.slow  # the benchmark end to end: one process per variant, then an interleaved one
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
-    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5", "--offload")
+    doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5", "--offload",
+                      "--openxla", *compiled.HEADLINE[:-1], "budget=0.5")
     ok = _check(doc, res, {"none", "torch_xla", "torch_sac", "xla_ckpt:full", "xla_ckpt:dots",
                            "xla_ckpt:megatron_selective", "xla_ckpt:budget=0.5"})
     assert ok["xla_ckpt:full"]["saved_bytes"] < ok["xla_ckpt:budget=0.5"]["saved_bytes"] < ok["none"]["saved_bytes"]
     assert "torch_sac" not in ok and "torch" in res["torch_sac"]["error"]  # crashes on XLA: recorded
     assert all(r["compiled_peak_bytes"] > 0 for r in ok.values())
     assert doc["environment"]["torch_xla"]
-    assert [t["target"] for t in doc["targets"]] == ["XLA host trace: megatron_selective / none"]
+    # The compiled-XLA rows: probed in fresh processes, timed in the same interleaved rounds as the lazy rows.
+    comp = {r["variant"]: r for r in doc["compiled"]}
+    assert list(comp) == ["openxla:none", "openxla:megatron_selective", "openxla:full", "openxla:budget=0.5"]
+    for r in comp.values():
+        assert r["error"] is None, r
+        assert r["compiled_peak_bytes"] == max(r["forward_peak_bytes"], r["backward_peak_bytes"]) > 0, r
+        assert r["graphs"] == 1 and r["breaks"] == 0 and r["first_step_s"] > 0, r  # one graph, no recompile
+        assert r["grad_max_abs_diff"] <= 1e-5, r  # against lazy none's grads
+        _check_timing(r, QUICK_ROUNDS, xla=True)
+        assert r["host_vs_lazy_none"]["median"] > 0 and r["step_vs_compiled_none"]["median"] > 0
+    assert comp["openxla:none"]["peak_vs_compiled_none"] == 1.0
+    assert comp["openxla:full"]["compiled_peak_bytes"] < comp["openxla:none"]["compiled_peak_bytes"]
+    assert "unmarked" in comp["openxla:budget=0.5"]["note"]
+    assert [t["target"] for t in doc["targets"]] == ["XLA host trace: megatron_selective / none"] + [
+        t["target"] for t in targets.compiled_targets(doc["compiled"])]
+    assert all(t["met"] is not None for t in doc["targets"])
 
 
 @pytest.mark.xla
@@ -176,6 +194,60 @@ def test_headline_selects_the_readme_rows_and_the_full_sweep_keeps_every_variant
     # An explicit flag wins over the headline's selection.
     assert not any("budget" in n for n in names(memory._args(["--headline", "--budgets"])))
     assert memory._args(["--headline", "--rounds", "4"]).rounds == 4
+
+
+def test_headline_adds_the_compiled_xla_rows_on_xla_with_the_gpt_only():
+    assert memory._args(["--headline"]).openxla == compiled.HEADLINE == ["none", "megatron_selective", "full",
+                                                                          "budget=0.3"]
+    assert memory._args([]).openxla == [] and memory._args(["--headline", "--openxla"]).openxla == []
+    assert memory._args(["--headline", "--device", "cpu"]).openxla == []
+    with pytest.raises(SystemExit):  # the probe compiles our GPT on XLA: a clear argparse error elsewhere
+        memory._args(["--device", "cpu", "--openxla", "full"])
+    pol = os.path.join(ROOT, "policies")
+    got = compiled.variants(["none", "full", "budget=0.3"], pol)
+    assert got == [("openxla:none", None), ("openxla:full", os.path.join(pol, "full.toml")),
+                   ("openxla:budget=0.3", {"checkpoint": [{"blocks": True, "budget": 0.3}]})]
+    with pytest.raises(ValueError, match="'nosuch'.*megatron_selective"):
+        compiled.variants(["nosuch"], pol)
+    assert [compiled.lazy_twin(n) for n, _ in got] == ["none", "xla_ckpt:full", "xla_ckpt:budget=0.3"]
+
+
+def _compiled_fake(mega_peak):
+    """Made-up compiled rows over two rounds: megatron's host 0.5x lazy none's, its step 1.1x compiled none's."""
+    lazy = [{"variant": "none", "compiled_peak_bytes": 200, "error": None},
+            {"variant": "xla_ckpt:megatron_selective", "compiled_peak_bytes": 120, "error": None}]
+    rows = [{"variant": "openxla:none", "compiled_peak_bytes": 250, "forward_peak_bytes": 240,
+             "backward_peak_bytes": 250, "first_step_s": 9.0, "graphs": 1, "breaks": 0, "error": None},
+            {"variant": "openxla:megatron_selective", "compiled_peak_bytes": mega_peak, "forward_peak_bytes": 100,
+             "backward_peak_bytes": mega_peak, "first_step_s": 12.0, "graphs": 1, "breaks": 0, "error": None},
+            {"variant": "openxla:full", "error": "probe exited 1: boom"}]
+    ents = {"none": {"host_samples_s": [0.02, 0.04], "step_samples_s": [0.5, 1.0]},
+            "openxla:none": {"host_samples_s": [0.01, 0.02], "step_samples_s": [0.4, 0.8]},
+            "openxla:megatron_selective": {"host_samples_s": [0.01, 0.02], "step_samples_s": [0.44, 0.88]}}
+    grads = {"none": torch.zeros(3), "openxla:megatron_selective": torch.tensor([0.0, 2e-9, -3e-9])}
+    compiled.derive(rows, lazy, {"entries": ents}, grads)
+    return rows
+
+
+def test_compiled_rows_ratios_and_the_issue22_targets():
+    none, mega, full = _compiled_fake(mega_peak=150)
+    assert none["peak_vs_compiled_none"] == 1.0 and none["peak_vs_lazy_none"] == 1.25
+    assert mega["peak_vs_compiled_none"] == 0.6 and mega["peak_vs_lazy_same"] == 1.25 and mega["peak_vs_lazy_none"] == 0.75
+    assert mega["host_vs_lazy_none"]["median"] == pytest.approx(0.5)  # per round: 0.01/0.02 and 0.02/0.04
+    assert mega["step_vs_compiled_none"]["median"] == pytest.approx(1.1)
+    assert mega["grad_max_abs_diff"] == pytest.approx(3e-9) and "grad_max_abs_diff" not in full
+    goals = {t["target"]: t for t in targets.compiled_targets([none, mega, full])}
+    assert goals["openxla peak: megatron_selective / compiled none"]["met"] is True  # 0.60 <= 0.60
+    assert goals["openxla peak: full / compiled none"]["met"] is None  # its probe failed: not measured
+    assert goals["openxla host: megatron_selective / lazy none"]["met"] is True
+    assert goals["openxla step: megatron_selective / compiled none"]["met"] is False  # 1.1 > 1.05
+    text = "\n".join(targets.lines(list(goals.values())))
+    assert "0.600 (exact bytes)" in text and "not measured" in text and "MISSED" in text
+    # One byte over the limit misses the peak target.
+    _, mega, _ = _compiled_fake(mega_peak=151)
+    assert targets.compiled_targets([mega])[0]["met"] is False
+    table = "\n".join(compiled.table([none, mega, full]))
+    assert "| openxla:full | error: probe exited 1: boom |" in table and "0.50 [0.50, 0.50]" in table
 
 
 def test_interleaved_order_alternates():
