@@ -235,3 +235,54 @@ def test_openxla_dropout_in_the_regions_gives_equal_grads(xla_device):
     for preset in ("megatron_selective", "full"):
         for r, g in zip(ref, step(preset)):
             torch.testing.assert_close(g, r)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_openxla_graph_break_inside_a_region_runs_it_in_the_lazy_engine(xla_device):
+    """A graph break inside a checkpointed region makes Dynamo call torch's checkpoint eagerly, which on XLA
+    raised ``AttributeError: module 'torch' has no attribute 'xla'``; the region now runs in the lazy engine.
+    A block compiled alone (the rest of the step stays compiled) and the GPT (Dynamo skips its loop frame):
+    loss, input grad and every parameter grad equal the lazy, unwrapped model's."""
+    import torch._dynamo.utils as dynamo_utils
+    import torch_xla
+
+    from xla_ckpt import models
+    from xla_ckpt.models import Block
+
+    def breaking(self, x):
+        torch._dynamo.graph_break()
+        return models.MLP.forward(self, x)
+
+    def run(model, preset, compiled, args, loss_of):
+        torch._dynamo.reset()
+        dynamo_utils.counters.clear()
+        if preset:
+            xla_ckpt.apply(model, preset) if isinstance(model, GPT) else xla_ckpt.checkpointed(model, policy=preset)
+        for mlp in (m for m in model.modules() if isinstance(m, models.MLP)):
+            mlp.forward = breaking.__get__(mlp)
+        f = torch.compile(loss_of, backend="openxla") if compiled else loss_of
+        args = [a.clone().requires_grad_() if a.is_floating_point() else a for a in args]
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            loss = f(model, *args)
+            loss.backward()
+            torch_xla.sync()
+        return [loss.detach().cpu()] + [a.grad.cpu() for a in args if a.requires_grad] + \
+            [p.grad.cpu() if p.grad is not None else None for p in model.parameters()]
+
+    x = torch.randn(2, CFG.seq_len, CFG.d_model, generator=torch.Generator().manual_seed(2)).to(xla_device)
+
+    def block():
+        torch.manual_seed(0)
+        return Block(CFG).to(xla_device)
+
+    cases = [(block, [x], lambda m, x: (2 * m(x)).square().mean(), "dots_with_no_batch_dims_saveable"),
+             (lambda: _gpt(xla_device), [_idx(xla_device)], lambda m, i: m(i, i), "megatron_selective")]
+    for build, args, loss_of, preset in cases:
+        ref = run(build(), None, False, args, loss_of)
+        got = run(build(), preset, True, args, loss_of)
+        for r, g in zip(ref, got):
+            assert g is not None
+            torch.testing.assert_close(g, r)
+        assert sum(dynamo_utils.counters["graph_break"].values()) > 0  # the region did break the graph

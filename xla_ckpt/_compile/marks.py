@@ -11,6 +11,7 @@ On XLA (``backend="openxla"``) a compile of a region also gets, for that compile
 (``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
 none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
 Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
+A region Dynamo cannot trace (a graph break inside it) runs in the lazy engine there (``_torch_checkpoint``).
 
 What a policy sees differs from eager in three documented ways:
 - ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
@@ -242,8 +243,13 @@ def context_fn(policy: Policy, fn: Callable[..., Any], on_xla: bool = False) -> 
     return functools.partial(_contexts, id(policy), id(module) if module is not None else 0, direct, on_xla)
 
 
-def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
+def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy,
+               lazy: Optional[Callable[..., Any]] = None) -> Any:
     """``checkpoint()`` under ``torch.compile``: torch's non-reentrant checkpoint with our policy's marks.
+
+    ``lazy(fn, args, kwargs, policy)`` runs the region in the eager / lazy engine: the engine passes it
+    (this layer is below the engine), for an XLA region Dynamo ends up running eagerly (a graph break);
+    without it such a region runs torch's checkpoint eagerly.
 
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
@@ -259,9 +265,29 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
         planner_note(type(policy).__name__, getattr(policy, "fraction", None))
         return fn(*args, **kwargs)
     prepare_this_compile(on_xla)
-    return torch.utils.checkpoint.checkpoint(
-        fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
-    )
+    return _torch_checkpoint(fn, args, kwargs, policy, on_xla, lazy)
+
+
+def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, on_xla: bool,
+                      lazy: Optional[Callable[..., Any]]) -> Any:
+    """torch's checkpoint with our marks; on XLA, a region Dynamo could not trace runs in the lazy engine.
+
+    A graph break inside a region (``torch._dynamo.graph_break()``, a print, ``xs.mark_sharding`` on an
+    activation) makes Dynamo call torch's checkpoint *eagerly* at step time, and on XLA that raised a bare
+    ``AttributeError: module 'torch' has no attribute 'xla'`` (torch_xla 2.9 registers no device module; our
+    stand-in lives for a compile only). The ``try`` block is there so Dynamo cannot resume this frame
+    part-way (it compiles no partial graph inside a try block: ``should_compile_partial_graph``): this frame
+    then runs as Python, where ``is_compiling()`` is False, and the region runs in the lazy engine, out of
+    Dynamo's reach (``lazy``, which the engine supplies), exactly as it would without ``torch.compile``.
+    """
+    try:
+        if on_xla and lazy is not None and not torch.compiler.is_compiling():
+            return lazy(fn, args, kwargs, policy)
+        return torch.utils.checkpoint.checkpoint(
+            fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
+        )
+    finally:
+        pass  # the try block itself is what matters (see above)
 
 
 class recorded:  # noqa: N801  (a context manager used like a function)

@@ -194,7 +194,7 @@ def checkpoint(
     if _compat.is_compiling():
         if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
             fn, kwargs = functools.partial(fn, **kwargs), {}
-        return _compiled.checkpoint(fn, args, kwargs, pol)  # Dynamo cannot trace the engine: torch's SAC marks
+        return _compiled.checkpoint(fn, args, kwargs, pol, _lazy_region)  # Dynamo cannot trace the engine: torch's SAC marks
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).
@@ -222,6 +222,12 @@ def checkpoint(
                 # (e.g. the loss) after backward; the region, its inputs and its cache must not.
                 t.register_hook(functools.partial(_capture_grad, weakref.ref(region.state)))
     return out
+
+
+@torch._dynamo.disable
+def _lazy_region(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
+    """An XLA region Dynamo runs eagerly (a graph break inside it): the lazy engine, Dynamo off for its frames."""
+    return checkpoint(fn, *args, policy=policy, fn_kwargs=kwargs)
 
 
 def _warn_untagged(policy: Policy, fn: Any) -> None:
