@@ -191,7 +191,7 @@ class RegionState:
 
     def check(self) -> None:
         """Assert the invariant: p is cached iff ``records[p]`` keeps it."""
-        kept = {p for p, r in enumerate(self.records) if r.decision.keeps}
+        kept = {p for p, r in enumerate(self.records) if r.decision is not RECOMPUTE}
         assert kept == set(self.cache), f"kept {sorted(kept)} but cached {sorted(self.cache)}"
 
     # -- inputs and what autograd saved ---------------------------------------------------------
