@@ -3,7 +3,8 @@
 A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
 engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
 fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
-tags, Python-side state read by fn (a scale, a tensor constant built from it), tuple/dict outputs,
+tags, Python-side state read by fn (a scale, a tensor constant built from it), tensors from outside fn
+read through views, tuple/dict outputs,
 keyword arguments, inputs without grad and a frozen parameter; tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
@@ -52,7 +53,7 @@ MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
     ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 3), ("inplace_last", 0, 4), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
-    ("state_index", 1, 1),
+    ("state_index", 1, 1), ("outside_view", 1, 3),
 ] + FRESH_MENU
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
@@ -212,6 +213,12 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 continue
             elif k == "add":
                 y = x[0] + 0.5 * x[1]
+            elif k == "outside_view":
+                # A tensor from outside fn read through a view by an op autograd saves nothing of (the
+                # add): on XLA a view is a new buffer, so the replay's read of a parameter modified
+                # after the forward went unchecked (a wrong gradient, found with state_index's constant).
+                y = [lambda t: t + params["ln"].view(1, N), lambda t: t - params["bias"].expand(N, N),
+                     lambda t: t + params["frozen"].t()[1:].sum(0)][s.variant](x[0])
             elif k == "counter":
                 y = x[0] * counter.next()
             elif k == "state_index":

@@ -182,3 +182,100 @@ def test_modules_wrapped_by_apply_name_their_parameters(device):
     with pytest.raises(xla_ckpt.CheckpointError, match=r"parameter 'lin\.bias'.*checkpointed function 'Block\.forward'"):
         y.sum().backward()
         _sync(device)
+
+
+VIEWS = {"view": lambda c: c.view(1, 8), "expand": lambda c: c.expand(4, 8), "slice_of_t": lambda c: c.t()[1:].sum(0)}
+
+
+def _closure_read_through(device: torch.device, view: str, scale: float, replay) -> tuple[torch.Tensor, torch.Tensor]:
+    """x.grad plain and checkpointed, fn reading a closure tensor through ``view`` in an op autograd
+    saves nothing of, the tensor multiplied by ``scale`` in place after the forward (1: left alone)."""
+    grads = []
+    for policy in (None, "nothing_saveable"):
+        torch.manual_seed(0)
+        c = torch.randn(8, 8 if view == "slice_of_t" else 1).squeeze(-1).to(device)
+        x = torch.randn(4, 8).to(device).requires_grad_()
+
+        def fn(t: torch.Tensor) -> torch.Tensor:
+            return torch.sin(t + VIEWS[view](c))
+
+        with replay():
+            y = fn(x) if policy is None else xla_ckpt.checkpoint(fn, x, policy=policy)
+            if scale != 1.0:
+                with torch.no_grad():
+                    c.mul_(scale)
+            y.sum().backward()
+            _sync(device)
+        grads.append(x.grad.cpu())
+    return grads[0], grads[1]
+
+
+def _replays(device: torch.device) -> list:
+    """Every replay a region on ``device`` can take: XLA's recorded program and fn run again; eager: fn."""
+    import contextlib
+
+    if device.type != "xla":
+        return [contextlib.nullcontext]
+    from xla_ckpt._engine.direct import general_replay
+
+    return [contextlib.nullcontext, general_replay]
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_an_outside_tensor_read_through_a_view_and_modified_after_forward_is_never_its_new_value(device, view):
+    """On XLA a view is a new buffer: fn run again read the closure's new value unchecked (a wrong grad,
+    1.7 off). Each replay gives the plain gradient (the recorded program reads the forward's tensor) or raises."""
+    for i, replay in enumerate(_replays(device)):
+        if device.type == "xla" and i == 0:  # the recorded program reads the forward's tensor
+            plain, got = _closure_read_through(device, view, 3.0, replay)
+            torch.testing.assert_close(got, plain, **XLA_TOL)
+            continue
+        with pytest.raises(xla_ckpt.CheckpointError, match="after the forward"):
+            _closure_read_through(device, view, 3.0, replay)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_an_unmodified_outside_tensor_read_through_a_view_passes_every_replay(device, view):
+    for replay in _replays(device):
+        plain, got = _closure_read_through(device, view, 1.0, replay)
+        torch.testing.assert_close(got, plain, **(XLA_TOL if device.type == "xla" else {}))
+
+
+@pytest.mark.xla
+def test_a_constant_from_changing_python_state_read_by_a_recomputed_op_raises_in_the_general_replay(xla_device):
+    """``torch.tensor(...)`` reaches an XLA region through ``lift_fresh`` (a view to the dataflow): the
+    replay's new constant selected other rows, and a linear after it got a wrong weight gradient (CI)."""
+    from xla_ckpt._engine.direct import general_replay
+
+    calls = iter(range(100))
+    w = torch.randn(8, 8).to(xla_device).requires_grad_()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        idx = torch.tensor([next(calls) % 4, 2, 1, 0], device=x.device)
+        return torch.nn.functional.linear(x.index_select(0, idx), w)
+
+    x = torch.randn(4, 8).to(xla_device).requires_grad_()
+    with general_replay(), pytest.raises(xla_ckpt.CheckpointError, match=r"index_select.*values differ"):
+        xla_ckpt.checkpoint(fn, x, policy="dots_saveable").sum().backward()
+
+
+@pytest.mark.xla
+def test_a_module_weight_gathered_again_for_backward_is_read_without_holding_the_forwards(xla_device):
+    """XLA FSDP frees a weight after forward and gathers it again for backward: another buffer, the
+    same values. The general replay accepts the module's current tensor, and holds the forward's
+    weakly (a strong reference would keep the full weight alive: pytorch/xla 3811)."""
+    import torch_xla
+    from xla_ckpt._engine.direct import general_replay
+
+    block, x = _fresh(xla_device)
+    plain = grads_of(block, [x], list(block.parameters()))
+    block, x = _fresh(xla_device)
+    with general_replay():
+        y = xla_ckpt.checkpoint(block, x, policy="nothing_saveable")
+        w = block.lin.weight
+        full = w.detach().clone()
+        torch_xla._XLAC._replace_xla_tensor(w, w.new_zeros(1))  # freed, as XLA FSDP does after forward
+        torch_xla._XLAC._replace_xla_tensor(w, full)  # gathered again before backward
+        torch.autograd.backward([y], [torch.randn(y.shape, generator=torch.Generator().manual_seed(0)).to(xla_device)])
+        _sync(xla_device)
+    assert_same(plain, ([y.detach()], [x.grad] + [p.grad for p in block.parameters()]), **XLA_TOL)

@@ -15,7 +15,9 @@ and checks them before it recomputes. Versions live on autograd-level tensors. E
 op read (a view of a parameter included) shares its base's version counter, so a detached alias of
 it is kept (same storage: no memory). XLA: the dispatch mode sees tensors below functionalization,
 which carry no version, so outside buffers are matched to the parameters and buffers of the
-checkpointed module (a closure tensor that is no module's is not checked there).
+checkpointed module; and every view is a new buffer there, so what a replayed op reads through views
+(a closure's ``c.view(...)``, a constant's ``lift_fresh``, a weight's ``t_copy``) is checked by its base
+(``ViewRead``): fn run again read a closure's new value unchecked before (a wrong gradient in CI).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from xla_ckpt._ir.liveness import EXTERNAL, Dataflow
 from xla_ckpt._ir.record import CheckpointError, Record
 from xla_ckpt._base.xla import buffer_key
 
-__all__ = ["Outside", "Watch", "owner_module", "watch_outside", "check_read"]
+__all__ = ["Outside", "Watch", "ViewRead", "owner_module", "watch_outside", "check_read", "check_view_read"]
 
 
 @dataclass
@@ -90,6 +92,9 @@ class Watch:
     # Slot index -> the forward's tensor, for outside tensors autograd saved: backward gets what the
     # forward read, as plain autograd does, not what the replay reads (a constant fn builds afresh).
     kept: dict[int, torch.Tensor] = field(default_factory=dict)
+    # XLA, per replayed position, the outside tensors it reads through views (every view is a new
+    # buffer there): (argument, the forward's base buffer, the base to compare with; see ``ViewRead``).
+    views: dict[int, tuple[tuple[int, Any, "ViewRead"], ...]] = field(default_factory=dict)
 
     def check(self, fn_name: str) -> None:
         """Raise if an outside tensor backward depends on was modified in place since the forward."""
@@ -126,11 +131,12 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
     watch = Watch()
     needed: dict[Any, str] = {}  # base buffer -> its first reader
     first: dict[Any, torch.Tensor] = {}  # base buffer -> the first tensor a replayed position read it as
+    owned: Optional[dict[Any, torch.Tensor]] = None  # XLA: the module's tensors by buffer, when a view needs them
     for p, at in flow.outside_at.items():
         if live is not None and p not in live:
             continue
         rec = records[p]
-        direct = []
+        direct, views = [], []
         for i, k, t in at:
             needed.setdefault(base.get(k, k), f"{rec.op} in module '{rec.module}'")
             first.setdefault(base.get(k, k), t)
@@ -138,8 +144,16 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
                 # Eager: a detached alias (same storage, no memory); XLA: the tensor below
                 # functionalization (the same buffer as the parameter until someone writes to it).
                 direct.append((i, k, t if on_xla else t.detach()))
+            elif on_xla:
+                # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the
+                # replay's views are new buffers, so it is their base that must be the forward's.
+                if owned is None:
+                    owned = {buffer_key(m): m for _, _, m in _named(module)}
+                views.append((i, base[k], ViewRead.of(base[k], owned, flow.outside_tensor)))
         if direct:
             watch.reads[p] = tuple(direct)
+        if views:
+            watch.views[p] = tuple(views)
     packed_at: dict[Any, int] = {}
     for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys)):
         if d != EXTERNAL:
@@ -178,6 +192,42 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
     return watch
 
 
+@dataclass(frozen=True)
+class ViewRead:
+    """What an XLA replay's base of an outside view is checked against, when it is another buffer.
+
+    A module's own tensor (a weight behind ``F.linear``'s ``t_copy``) is held weakly and may be the
+    module's current tensor (XLA FSDP gathers the weight again for backward: another buffer, the same
+    values; in-place writes are caught by its version); holding the forward's buffer would keep a
+    full weight alive after FSDP frees it (pytorch/xla 3811). Any other base (a closure tensor, a
+    constant fn builds with ``torch.tensor``) is the forward's tensor, compared by value.
+    """
+
+    owned: Optional[Callable[[], Optional[torch.Tensor]]] = None
+    forward: Optional[torch.Tensor] = None
+
+    @staticmethod
+    def of(key: Any, owned: dict[Any, torch.Tensor], bases: dict[Any, torch.Tensor]) -> "ViewRead":
+        m = owned.get(key)
+        return ViewRead(owned=weakref.ref(m)) if m is not None else ViewRead(forward=bases.get(key))
+
+    def matches(self, key: Any, base: torch.Tensor) -> bool:
+        if self.owned is not None:
+            m = self.owned()
+            return m is not None and buffer_key(m) == key
+        f = self.forward
+        return f is not None and base.shape == f.shape and base.dtype == f.dtype and bool(torch.equal(base, f))
+
+
+def check_view_read(key: Any, base: torch.Tensor, expected: Any, read: ViewRead, op: Any, module: str,
+                    pos: int) -> None:
+    """The XLA replay of position ``pos`` reads, through views, outside tensor ``base`` (buffer ``key``)
+    where the forward read buffer ``expected``."""
+    if key == expected or read.matches(key, base):
+        return
+    raise _differs(base, op, module, pos)
+
+
 def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, module: str, pos: int) -> None:
     """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward`` (buffer ``expected``)."""
     if buffer_key(t) == expected:
@@ -185,7 +235,11 @@ def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, m
     # Another tensor: fine if it holds the same values (a constant fn makes afresh each call).
     if t.shape == forward.shape and t.dtype == forward.dtype and torch.equal(t, forward):
         return
-    raise CheckpointError(
+    raise _differs(t, op, module, pos)
+
+
+def _differs(t: torch.Tensor, op: Any, module: str, pos: int) -> CheckpointError:
+    return CheckpointError(
         f"recomputation of {op} in module '{module}' (op #{pos}) reads a tensor of shape {tuple(t.shape)} from "
         "outside the checkpointed function whose values differ from the forward's: it was replaced or modified "
         "in place after the forward, or fn builds it from Python-side state that changed. The gradient would "

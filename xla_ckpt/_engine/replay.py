@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from xla_ckpt._engine.outside import check_read
+from xla_ckpt._engine.outside import check_read, check_view_read
 from xla_ckpt._base.errors import recompute_mismatch_hint
 from xla_ckpt._ir.opcall import Decision
 from xla_ckpt._ir.record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
@@ -51,12 +51,21 @@ class ReplayMode(TorchDispatchMode):
         self.busy = False  # the fence's own adds are not fn's ops
         self.garbage: set[Any] = set()  # buffers of stand-ins for dead ops (eager)
         self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
+        # XLA, when a replayed op reads an outside tensor through views: each view's buffer -> its
+        # base's (buffer, tensor), as the forward's dataflow maps them (``_ir.liveness``).
+        self.bases: Optional[dict[Any, tuple[Any, torch.Tensor]]] = {} if region.outside.views else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if kwargs is None:
             kwargs = {}
-        if self.busy or op_info(func).skipped:
+        if self.busy:
             return func(*args, **kwargs)
+        info = op_info(func)
+        if info.skipped:
+            out = func(*args, **kwargs)
+            if self.bases is not None and not info.propagate:
+                self._alias(args, out)
+            return out
         region, pos = self.region, self.pos
         self.pos += 1
         records = region.records
@@ -97,6 +106,12 @@ class ReplayMode(TorchDispatchMode):
         if outside is not None:
             for i, key, forward in outside:
                 check_read(reads[i], key, forward, func, rec.module, pos)
+        views = region.outside.views.get(pos) if self.bases is not None else None
+        if views is not None:
+            for i, expected, read in views:
+                key = buffer_key(reads[i])
+                key, base = self.bases.get(key, (key, reads[i]))  # type: ignore[union-attr]
+                check_view_read(key, base, expected, read, func, rec.module, pos)
         if self.garbage:
             for t in reads:
                 if buffer_key(t) in self.garbage:
@@ -113,6 +128,18 @@ class ReplayMode(TorchDispatchMode):
                 f"produced {_meta(rec.meta)}. {hint(func, rec.module)}"
             )
         return out
+
+    def _alias(self, args: tuple, out: Any) -> None:
+        """A view op ran (XLA: its outputs are new buffers): they map to the base of its first tensor argument."""
+        src = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if src is None:
+            return
+        bases = self.bases
+        assert bases is not None
+        key = buffer_key(src)
+        base = bases.get(key, (key, src))
+        for t in tensors(out):
+            bases[buffer_key(t)] = base
 
     def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
         cached = self.region.cached(pos, func, rec)

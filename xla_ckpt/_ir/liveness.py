@@ -90,6 +90,9 @@ class Dataflow:
         # the base buffer of each view of one (a view is a new buffer there): see ``_external``.
         self.outside_at: dict[int, list[tuple[int, Any, torch.Tensor]]] = {}  # per position: (argument, buffer, tensor)
         self.outside_base: dict[Any, Any] = {}
+        # XLA: the base tensor behind each such buffer (a closure, a parameter, a constant fn built):
+        # a replay that reads it through views again is checked against it (``_engine.outside``).
+        self.outside_tensor: dict[Any, torch.Tensor] = {}
         keys = [buffer_key(t) for t in inputs]
         # Inputs that share a buffer are read through each other: keep them together (never dropped).
         self.shared_inputs = len(set(keys)) != len(keys)
@@ -124,7 +127,10 @@ class Dataflow:
         base = buffer_key(src)
         p = self.producer.get(base)
         if p is None:  # a view of an outside tensor (a parameter's t_copy): remember its base buffer
-            base = self.outside_base.get(base, base)
+            if base in self.outside_base:
+                base = self.outside_base[base]
+            else:
+                self.outside_tensor.setdefault(base, src)
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor):
                     self.outside_base[buffer_key(t)] = base
