@@ -73,7 +73,9 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     Neither forces a graph execution or a device-to-host copy.
     """
     if t.is_xla:
-        return ("xla", _tensor_id()(t))
+        # The looked-up function itself, not a call to _tensor_id(): one Python call less per key
+        # (about 1,500 keys per default-GPT step on XLA).
+        return ("xla", (_TENSOR_ID or _tensor_id())(t))
     storage = t.untyped_storage()
     if t.is_meta:
         # Meta storages have no address (data_ptr() is 0 for all): the StorageImpl itself is the
