@@ -83,10 +83,19 @@ def _template(x: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) ->
         refs.append(r)
         return Arg(r)
     tp = type(x)
-    if tp is tuple:
-        return tuple([_template(y, ref_of, refs) for y in x])
-    if tp is list:
-        return [_template(y, ref_of, refs) for y in x]
+    if tp is tuple or tp is list:
+        # One walk, no call per size, dim or tensor element (an op's arguments are mostly these).
+        out = []
+        for y in x:
+            if type(y) in LEAF_TYPES:
+                out.append(y)
+            elif isinstance(y, torch.Tensor):
+                r = ref_of(y)
+                refs.append(r)
+                out.append(Arg(r))
+            else:
+                out.append(_template(y, ref_of, refs))
+        return tuple(out) if tp is tuple else out
     if tp is dict:
         return {k: _template(y, ref_of, refs) for k, y in x.items()}
     if tp not in LEAF_TYPES:
@@ -246,10 +255,17 @@ class Recorder:
 
     def _add_view(self, v: int, value_of: dict, producers: dict, order: dict) -> None:
         before, func, args, kwargs, out = self.views[v]
-        read = {buffer_key(t) for t in tensors((args, kwargs))}
-        for j, t in enumerate(tensors(out)):
-            k = buffer_key(t)
+        # A view's tensor argument is its base (args[0] for every ATen view op).
+        base = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        read = {buffer_key(t) for t in tensors((args, kwargs))} if base is None else (buffer_key(base),)
+        if type(out) is torch.Tensor:
+            k = buffer_key(out)
             if k not in read:  # lift_fresh, alias: the same value as their argument, not a new one
-                value_of.setdefault(k, ("view", v, j))
+                value_of.setdefault(k, ("view", v, 0))
+        else:
+            for j, t in enumerate(tensors(out)):
+                k = buffer_key(t)
+                if k not in read:
+                    value_of.setdefault(k, ("view", v, j))
         producers[("view", v)] = (func, args, kwargs)
         order[("view", v)] = (before, 0, v)  # after position before-1, before position ``before``
