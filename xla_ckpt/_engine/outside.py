@@ -68,6 +68,14 @@ def _named(module: Optional[nn.Module]) -> Iterable[tuple[str, str, torch.Tensor
             *(("buffer", n, t) for n, t in module.named_buffers())]
 
 
+def _by_buffer(module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
+    """The module's parameters and buffers by buffer key (the first name of a tensor shared under two)."""
+    out: dict[Any, tuple[str, str, torch.Tensor]] = {}
+    for kind, n, t in _named(module):
+        out.setdefault(buffer_key(t), (kind, n, t))
+    return out
+
+
 def _namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[], str]:
     """Names ``t`` (by identity, or eager by storage) among the module's tensors, when an error needs it."""
     ref = weakref.ref(module) if module is not None else None
@@ -131,7 +139,8 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
     watch = Watch()
     needed: dict[Any, str] = {}  # base buffer -> its first reader
     first: dict[Any, torch.Tensor] = {}  # base buffer -> the first tensor a replayed position read it as
-    owned: Optional[dict[Any, torch.Tensor]] = None  # XLA: the module's tensors by buffer, when a view needs them
+    # XLA: the module's tensors by buffer ((kind, name, tensor) each), looked up once when needed.
+    owned: Optional[dict[Any, tuple[str, str, torch.Tensor]]] = None
     for p, at in flow.outside_at.items():
         if live is not None and p not in live:
             continue
@@ -148,8 +157,10 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
                 # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the
                 # replay's views are new buffers, so it is their base that must be the forward's.
                 if owned is None:
-                    owned = {buffer_key(m): m for _, _, m in _named(module)}
-                views.append((i, base[k], ViewRead.of(base[k], owned, flow.outside_tensor)))
+                    owned = _by_buffer(module)
+                m = owned.get(base[k])
+                views.append((i, base[k], ViewRead(owned=weakref.ref(m[2])) if m is not None
+                              else ViewRead(forward=flow.outside_tensor.get(base[k]))))
         if direct:
             watch.reads[p] = tuple(direct)
         if views:
@@ -171,8 +182,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         return watch
     if on_xla:
         # Versions only above functionalization: the module's own tensors, matched by buffer.
-        for kind, n, t in _named(module):
-            k = buffer_key(t)
+        for k, (kind, n, t) in (owned if owned is not None else _by_buffer(module)).items():
             if k in needed:
                 watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), lambda s=f"{kind} '{n}'": s))
         # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above
@@ -205,11 +215,6 @@ class ViewRead:
 
     owned: Optional[Callable[[], Optional[torch.Tensor]]] = None
     forward: Optional[torch.Tensor] = None
-
-    @staticmethod
-    def of(key: Any, owned: dict[Any, torch.Tensor], bases: dict[Any, torch.Tensor]) -> "ViewRead":
-        m = owned.get(key)
-        return ViewRead(owned=weakref.ref(m)) if m is not None else ViewRead(forward=bases.get(key))
 
     def matches(self, key: Any, base: torch.Tensor) -> bool:
         if self.owned is not None:
