@@ -59,19 +59,28 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.inductor-cache
 test: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS) tests
 
-# Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla, then on the newest torch.
-test-all: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full $(PY) -m pytest -q -ra $(PYTEST_ARGS) tests
-	$(MAKE) test-newest-all
+# Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla and on the newest torch,
+# the two at once: each is mostly one core of Python, and one after the other took 45-50 minutes from
+# a fresh clone on the 2 cores here (issue 21 asks for 40). The newest torch's output goes to
+# .test-newest.log and is printed after the first; either failing fails the target.
+test-all: $(STAMP) $(STAMP_NEWEST)
+	@$(MAKE) --no-print-directory test-newest-all > .test-newest.log 2>&1 & newest=$$!; \
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full $(PY) -m pytest -q -ra $(PYTEST_ARGS) tests; first=$$?; \
+	wait $$newest; second=$$?; \
+	echo "== make test-newest-all (torch $(NEWEST_TORCH), run alongside) =="; cat .test-newest.log; \
+	echo "== test-all: torch 2.9 + torch_xla exit $$first, torch $(NEWEST_TORCH) exit $$second =="; \
+	test $$first -eq 0 && test $$second -eq 0
 
 # The library's tests on the newest torch: XLA-only tests are deselected (torch_xla exists only
 # for torch 2.9), and so is the XLA case of the `device` fixture. test-newest: the fast tier;
 # test-newest-all: every tier.
 test-newest: $(STAMP_NEWEST)
-	XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
+	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
 
+# Its own inductor cache: two torch versions (and two runs at once, see test-all) in one cache wrote
+# truncated .so files before.
 test-newest-all: $(STAMP_NEWEST)
-	XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla" $(PYTEST_ARGS) tests
+	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla" $(PYTEST_ARGS) tests
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) *.egg-info .pytest_cache
