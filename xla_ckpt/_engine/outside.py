@@ -220,8 +220,7 @@ class ViewRead:
         if self.owned is not None:
             m = self.owned()
             return m is not None and buffer_key(m) == key
-        f = self.forward
-        return f is not None and base.shape == f.shape and base.dtype == f.dtype and bool(torch.equal(base, f))
+        return self.forward is not None and _same_values(base, self.forward)
 
 
 def check_view_read(key: Any, base: torch.Tensor, expected: Any, read: ViewRead, op: Any, module: str,
@@ -238,9 +237,13 @@ def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, m
     if buffer_key(t) == expected:
         return
     # Another tensor: fine if it holds the same values (a constant fn makes afresh each call).
-    if t.shape == forward.shape and t.dtype == forward.dtype and torch.equal(t, forward):
+    if _same_values(t, forward):
         return
     raise _differs(t, op, module, pos)
+
+
+def _same_values(t: torch.Tensor, forward: torch.Tensor) -> bool:
+    return t.shape == forward.shape and t.dtype == forward.dtype and bool(torch.equal(t, forward))
 
 
 def _differs(t: torch.Tensor, op: Any, module: str, pos: int) -> CheckpointError:
