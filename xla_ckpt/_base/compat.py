@@ -24,6 +24,7 @@ __all__ = [
     "object_by_id",
     "deref",
     "without_callers_modes",
+    "preserve_version",
 ]
 
 
@@ -113,3 +114,8 @@ def without_callers_modes() -> Iterator[None]:
 
     with _disable_current_modes():
         yield
+
+
+def preserve_version(t: torch.Tensor) -> contextlib.AbstractContextManager[None]:
+    """``t``'s version counter is put back when the block ends: writes in it are the library's own."""
+    return torch.autograd._unsafe_preserve_version_counter(t)

@@ -32,7 +32,7 @@ from torch.nn.modules import module as _module_mod
 
 from xla_ckpt._base import compat as _compat
 
-__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules"]
+__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules", "OWN_HOOKS"]
 
 # Frames of these functions run a module's forward; their ``self`` is the module.
 _CALL_CODES: frozenset[CodeType] = frozenset(
@@ -123,6 +123,10 @@ def _post_hook(m: nn.Module, args: object, out: object) -> None:
     if loc.depth and loc.stack and loc.stack[-1] is m:
         loc.stack.pop()
         loc.names.pop()
+
+
+# The global module hooks ``tracking`` installs: not a user's (``_hooks.user_hooks`` leaves them alone).
+OWN_HOOKS = (_pre_hook, _post_hook)
 
 
 def current_name() -> str:

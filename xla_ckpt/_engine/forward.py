@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import replace
-from typing import Any, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -24,7 +24,9 @@ from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
 from xla_ckpt._engine.direct import Recorder, direct_replay
+from xla_ckpt._engine.outside import by_buffer, owner_module
 from xla_ckpt._engine.state import RegionState
+from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
@@ -63,6 +65,32 @@ def detach_unseen(t: torch.Tensor, owner: Any) -> torch.Tensor:
                 finally:
                     _stack_push(mode)
     return t.detach()
+
+
+@contextlib.contextmanager
+def _engine_off(owner: Any) -> Iterator[None]:
+    """``owner``'s forward mode does not see the block's ops (other modes on the stack still do).
+
+    Taken off the stack when it is innermost (factory ops then get torch_xla's wrappers, as without
+    any mode); else, under a mode the caller pushed inside the region, it passes them through.
+    """
+    if _STACK_OK:
+        n = _stack_len()
+        for i in range(n - 1, -1, -1):
+            mode = _stack_at(i)
+            if getattr(mode, "owner", None) is not owner:
+                continue
+            if i == n - 1:
+                _stack_pop(None)
+                try:
+                    yield
+                finally:
+                    _stack_push(mode)
+            else:
+                with mode.quiet():
+                    yield
+            return
+    yield
 
 
 Pending = tuple[OpCall, Policy, OpInfo, tuple, Optional[Draw], tuple, tuple]
@@ -127,7 +155,7 @@ class Forward:
             self.policies.pop()
 
     # -- what the mode reports ------------------------------------------------------------------
-    def before_write(self, targets: list[torch.Tensor]) -> None:
+    def before_write(self, targets: list[torch.Tensor], declared: bool = True) -> None:
         """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
 
         A region input gets a copy of its value before the first write (the replay starts from it);
@@ -135,19 +163,45 @@ class Forward:
         runs the op and then the write again instead of writing twice into the forward's value.
         """
         state = self.state
+        producer = self.flow.producer
         for t in targets:
             key = buffer_key(t)
-            state.writing(key, lambda i: state.inputs[i].detach().clone())
+            if key not in producer:  # from outside the region: a module buffer, a closure
+                # The tensor itself: a detached alias made here (below autograd) has a version
+                # counter of its own, and the replay must leave the caller's unchanged.
+                base = t if t._base is None else t._base
+                state.writing_outside(key, base, lambda: base.detach().clone())
+            state.writing(key, lambda i: state.inputs[i].detach().clone(), declared)
             pos = self.cache_keys.pop(key, None)
             if pos is not None and pos in state.cache:
                 state.demote(pos)
             if self.pending is not None and not self.pending_written:
                 self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))
 
-    def on_xla_write(self, old: torch.Tensor) -> None:
-        """torch_xla traces an in-place op as a new value: ``old`` is the value before the write."""
+    def on_xla_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
+        """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
         # XLA tensors are immutable underneath: the old value is the input's value before the write.
-        self.state.writing(buffer_key(old), lambda i: old)
+        key = buffer_key(old)
+        if key not in self.flow.producer:
+            # From outside the region: the mode sees no version-carrying tensor, so the module's own
+            # tensor (a norm's running statistics) is found by buffer, which now holds ``new``; None
+            # for any other (a closure).
+            self.xla_outside_write(buffer_key(new), lambda: old)
+        self.state.writing(key, lambda i: old)
+
+    def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
+        """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
+        hit = by_buffer(owner_module(self.state.fn)).get(now)
+        self.state.writing_outside(now, hit[2] if hit is not None else None, before)
+
+    def before_undeclared_write(self, targets: list[torch.Tensor]) -> None:
+        """XLA: an op about to update ``targets`` in place without its schema saying so (a batch norm's
+        running statistics): outside tensors keep their value before it for the replay."""
+        producer = self.flow.producer
+        for t in targets:
+            key = buffer_key(t)
+            if key not in producer:
+                self.xla_outside_write(key, lambda: t.clone())
         if self.recorder is not None:
             self.recorder.refuse("fn writes in place")
 
@@ -214,6 +268,14 @@ class Forward:
             for t in tensors(cached):
                 self.cache_keys[buffer_key(t)] = pos
 
+    def user_hook(self, hook: Any, args: tuple) -> Any:
+        """A user's module hook inside the region (``_hooks.user_hooks``): it runs as without the library,
+        once; what it returns is kept for the replay, which does not call it again."""
+        with _saved.outside_region(), _engine_off(self):
+            result = hook(*args)
+        self.state.hook_ran(hook, result)
+        return result
+
     # -- what autograd saves ----------------------------------------------------------------------
     def pack(self, t: torch.Tensor) -> Slot:
         """Autograd saved ``t`` during the forward: the slot autograd keeps instead."""
@@ -262,7 +324,7 @@ class ForwardMode(TorchDispatchMode):
         if info.skipped:
             if fw.on_xla:
                 if info.propagate:
-                    fw.on_xla_write(args[0])  # torch_xla's trace of an in-place op: args[0] is the old value
+                    fw.on_xla_write(args[0], args[1])  # torch_xla's trace of an in-place op: old, new value
                     return func(*args, **kwargs)
                 out = func(*args, **kwargs)
                 fw.on_xla_view(func, args, kwargs, out)
@@ -271,10 +333,13 @@ class ForwardMode(TorchDispatchMode):
         # Before the op: an in-place op may change its arguments' shapes (x.unsqueeze_(0)), and the
         # replay takes the signature before the op too.
         sig, reads = arg_scan(args, kwargs)
-        if info.mutable and not fw.on_xla:
+        if info.writes and (not fw.on_xla or not info.mutable):
             self.busy = True
             try:
-                fw.before_write(written(info, args, kwargs))
+                if fw.on_xla:
+                    fw.before_undeclared_write(written(info, args, kwargs))
+                else:
+                    fw.before_write(written(info, args, kwargs), info.mutable)
             finally:
                 self.busy = False
         draw = None

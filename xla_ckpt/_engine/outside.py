@@ -35,7 +35,8 @@ from xla_ckpt._ir.liveness import EXTERNAL, Dataflow
 from xla_ckpt._ir.record import CheckpointError, Record
 from xla_ckpt._base.xla import buffer_key
 
-__all__ = ["Outside", "Watch", "ViewRead", "owner_module", "watch_outside", "check_read", "check_view_read"]
+__all__ = ["Outside", "Watch", "ViewRead", "owner_module", "by_buffer", "watch_outside", "check_read",
+           "check_view_read"]
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _named(module: Optional[nn.Module]) -> Iterable[tuple[str, str, torch.Tensor
             *(("buffer", n, t) for n, t in module.named_buffers())]
 
 
-def _by_buffer(module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
+def by_buffer(module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
     """The module's parameters and buffers by buffer key (the first name of a tensor shared under two)."""
     out: dict[Any, tuple[str, str, torch.Tensor]] = {}
     for kind, n, t in _named(module):
@@ -157,7 +158,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
                 # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the
                 # replay's views are new buffers, so it is their base that must be the forward's.
                 if owned is None:
-                    owned = _by_buffer(module)
+                    owned = by_buffer(module)
                 m = owned.get(base[k])
                 views.append((i, base[k], ViewRead(owned=weakref.ref(m[2])) if m is not None
                               else ViewRead(forward=flow.outside_tensor.get(base[k]))))
@@ -182,7 +183,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         return watch
     if on_xla:
         # Versions only above functionalization: the module's own tensors, matched by buffer.
-        for k, (kind, n, t) in (owned if owned is not None else _by_buffer(module)).items():
+        for k, (kind, n, t) in (owned if owned is not None else by_buffer(module)).items():
             if k in needed:
                 watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), lambda s=f"{kind} '{n}'": s))
         # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above

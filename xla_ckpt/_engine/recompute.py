@@ -10,7 +10,7 @@ the recompute starts from is fenced on the incoming gradient (``_replay_state.Fe
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch.utils._pytree import tree_map
@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._engine import offload as _offload
 from xla_ckpt._hooks import saved as _saved
+from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
@@ -76,6 +77,7 @@ class Recomputation:
         self.state = state
         self.outputs: list[Any] = []
         self.replay: Optional[ReplayMode] = None
+        self.hooks = 0  # user module hooks the replay reached so far
 
     def pack(self, t: torch.Tensor) -> Any:
         """Autograd saved ``t`` in the recompute: the tensor the forward's slot at this index stands for."""
@@ -93,6 +95,18 @@ class Recomputation:
             d = detach_unseen(t, self)
         self.outputs.append(d)
         return d
+
+    def user_hook(self, hook: Any, args: tuple) -> Any:
+        """A user's module hook reached in the replay: not called again; what it returned in the forward.
+
+        A hook the forward did not call here (registered after it) is not called either: without the
+        library it would not have run for this forward at all.
+        """
+        i, results = self.hooks, self.state.hook_results
+        if i < len(results) and results[i][0] is hook:
+            self.hooks += 1
+            return results[i][1]
+        return None
 
     def run(self) -> list[Any]:
         """Recompute what autograd saved: the recorded program (XLA), or ``fn`` run again."""
@@ -121,10 +135,13 @@ class Recomputation:
         replay = self.replay = ReplayMode(region, fence, self)
         try:
             with contextlib.ExitStack() as stack:
+                if region.outside_written:
+                    stack.enter_context(outside_writes(region.outside_written, region.name))
                 for device_type, enabled, dtype in region.autocast:
                     stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
                 stack.enter_context(torch.enable_grad())
                 stack.enter_context(_saved.recomputing(self))
+                stack.enter_context(user_hooks.guarding())
                 if region.on_xla:
                     stack.enter_context(_xla.einsum_visible())
                 stack.enter_context(replay)
@@ -139,6 +156,39 @@ class Recomputation:
                 "same ops on recompute."
             )
         return self.outputs
+
+
+@contextlib.contextmanager
+def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]], name: str) -> Iterator[None]:
+    """The replay writes outside tensors (running statistics, counters) as the forward did: it starts
+    from their values before the forward's first write, and they end as the replay found them.
+
+    So fn reads in the replay what it read in the forward (a cumulative average reads the count it
+    just advanced), and a buffer is written once per step as without the library. The versions are
+    put back too: the writes are the library's, not the caller's (autograd checks the saved ones).
+    """
+    if any(t is None for t, _ in written.values()):
+        raise CheckpointError(
+            f"{name} writes in place to a tensor from outside it that its module does not own (a closure or "
+            "another module's buffer) on XLA; the recomputation would write it a second time. Register it as a "
+            "buffer of the checkpointed module, pass it as an argument, or write it outside the checkpoint."
+        )
+    with contextlib.ExitStack() as stack, _compat.without_callers_modes(), torch.no_grad():
+        now = []
+        for t, before in written.values():
+            if t.is_xla and not torch._is_functional_tensor(before):
+                before = torch._to_functional_tensor(before)  # XLA: the buffer below functionalization
+            stack.enter_context(_compat.preserve_version(t))
+            now.append((t, t.clone()))
+            t.copy_(before)
+        stack.callback(_put_back, now)
+        yield
+
+
+def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    with _compat.without_callers_modes(), torch.no_grad():
+        for t, value in now:
+            t.copy_(value)
 
 
 def recompute(state: RegionState) -> list[Any]:

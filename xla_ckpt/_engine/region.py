@@ -44,6 +44,7 @@ from xla_ckpt._engine.forward import Forward, ForwardMode
 from xla_ckpt._engine.outside import owner_module, watch_outside
 from xla_ckpt._engine.state import Away, RegionState
 from xla_ckpt._hooks import saved as _saved
+from xla_ckpt._hooks import user_hooks
 from xla_ckpt._hooks.params import param_source
 from xla_ckpt._ir.opcall import Policy, selects_by_tag
 from xla_ckpt._ir.record import tensors
@@ -208,7 +209,8 @@ def checkpoint(
         assert region.forward is not None
         # On XLA, torch_xla lowers einsum below dispatch modes: run its composite so policies see its bmm.
         visible = _xla.einsum_visible() if on_xla else contextlib.nullcontext()
-        with _saved.forward_of(region.forward), _modules.tracking(), visible, ForwardMode(region.forward):
+        with _saved.forward_of(region.forward), _modules.tracking(), user_hooks.guarding(), visible, \
+                ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
     except BaseException:

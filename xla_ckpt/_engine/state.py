@@ -84,6 +84,12 @@ def _detached(out: Any) -> Any:
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
 
 
+def _leaf_like(t: Any) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    return t.detach().requires_grad_(t.requires_grad)
+
+
 class RegionState:
     """One checkpointed call's inputs, decisions, kept outputs and bookkeeping (see the module docstring).
 
@@ -123,6 +129,13 @@ class RegionState:
         self.program: Any = None  # XLA: the recorded program the recompute runs (``direct.py``), or None
         self.host: Any = None  # the entries moved to the host tier (``offload.Link``), or None
         self.grad: Optional[torch.Tensor] = None  # XLA: the incoming gradient the recompute is fenced on
+        # What each user module hook returned in the forward, in call order: the replay hands these
+        # out instead of calling the hooks again (``_hooks.user_hooks``).
+        self.hook_results: list[tuple[Any, Any]] = []
+        # Tensors from outside the region that fn writes in place (a norm's running statistics, a
+        # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
+        # those values and leaves the tensors as it found them (``recompute.outside_writes``).
+        self.outside_written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]] = {}
 
     @property
     def n_packed(self) -> int:
@@ -195,15 +208,33 @@ class RegionState:
         assert kept == set(self.cache), f"kept {sorted(kept)} but cached {sorted(self.cache)}"
 
     # -- inputs and what autograd saved ---------------------------------------------------------
-    def writing(self, key: Any, before: Callable[[int], torch.Tensor]) -> None:
+    def writing(self, key: Any, before: Callable[[int], torch.Tensor], stale: bool = True) -> None:
         """fn writes in place to the buffer ``key``: slots saved from it are stale, an input keeps its value.
 
         ``before(i)`` gives input i's value before the write (eager: a clone; XLA: the old tensor).
+        ``stale=False``: a write the op's schema does not declare (a batch norm's running statistics):
+        autograd saved the op's inputs before it and does not count the write, so neither do we.
         """
-        self.dirty.update(self.packed_keys.get(key, ()))
+        if stale:
+            self.dirty.update(self.packed_keys.get(key, ()))
         i = self.input_keys.get(key)
         if i is not None and i not in self.pristine:
             self.pristine[i] = before(i)
+
+    def writing_outside(self, key: Any, t: Optional[torch.Tensor], before: Callable[[], torch.Tensor]) -> None:
+        """fn writes in place to ``t`` (buffer ``key``), which no op of the region made and no input is.
+
+        ``t`` is None on XLA for a tensor the checkpointed module does not own (the mode sees only the
+        buffer below functionalization): the replay cannot put it back, and says so.
+        """
+        if key not in self.outside_written:
+            self.outside_written[key] = (t, before())
+
+    def hook_ran(self, hook: Any, result: Any) -> None:
+        """User module hook ``hook`` returned ``result`` in the forward (None, or new inputs / a new output)."""
+        # Detached aliases (no copy, no cycle through the graph) that need grad as the forward's did:
+        # the replay's ops then save for backward what the forward's saved.
+        self.hook_results.append((hook, None if result is None else tree_map(_leaf_like, result)))
 
     def pack(self, t: torch.Tensor, key: Any) -> int:
         """Autograd saved ``t`` (buffer ``key``) in the forward: its slot index (versions are checked at unpack)."""

@@ -16,7 +16,8 @@ import torch
 
 from xla_ckpt._hooks.params import ParamSource, param_source
 
-__all__ = ["weights_by_reference", "hooks_for", "state", "Packed", "forward_of", "recomputing", "ledger"]
+__all__ = ["weights_by_reference", "hooks_for", "state", "Packed", "forward_of", "outside_region", "recomputing",
+           "ledger"]
 
 
 class Packed:
@@ -84,9 +85,13 @@ class _Region(Protocol):
 
     def on_tag(self, x: torch.Tensor, name: str) -> None: ...
 
+    def user_hook(self, hook: Any, args: tuple) -> Any: ...  # a user's module hook (``user_hooks``)
+
 
 class _Recompute(Protocol):
     def pack(self, t: torch.Tensor) -> Any: ...
+
+    def user_hook(self, hook: Any, args: tuple) -> Any: ...
 
 
 class _State(threading.local):
@@ -156,6 +161,16 @@ def forward_of(region: _Region) -> Iterator[None]:
             yield
         finally:
             state.region = previous
+
+
+@contextlib.contextmanager
+def outside_region() -> Iterator[None]:
+    """Code a region's forward calls that is not the region's (a user's module hook): autograd saves as without it."""
+    previous, state.region = state.region, None
+    try:
+        yield
+    finally:
+        state.region = previous
 
 
 @contextlib.contextmanager

@@ -71,14 +71,23 @@ _VIEW_COPIES = frozenset(
 _IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
 
 
+# Ops whose schema declares no write but whose kernels update their running statistics in place when
+# training (``native_batch_norm(input, weight, bias, running_mean, running_var, training, ...)``, and
+# its cuDNN / MIOpen forms): the engine must know the write to replay it from the forward's values and
+# to leave the statistics written once (a BatchNorm's ``running_mean`` moved twice per step before).
+_UNDECLARED_WRITES: dict[Any, tuple[int, ...]] = {
+    p: (3, 4) for p in (aten.native_batch_norm, aten.cudnn_batch_norm, aten.miopen_batch_norm)
+}
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """Facts about an op overload, computed once per overload (the hot path is one dict lookup)."""
 
     skipped: bool  # not a position (views, detach, ...)
-    mutable: bool  # writes to one of its arguments: always replayed
+    mutable: bool  # its schema says it writes to one of its arguments: always replayed
     random: bool  # draws from a generator: the replay must advance it exactly as forward did
-    writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to
+    writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to (schema or not)
     propagate: bool = False  # torch_xla's _propagate_xla_data (an in-place op's trace on XLA)
 
 
@@ -91,7 +100,7 @@ def op_info(op: Any) -> OpInfo:
         packet = op.overloadpacket
         propagate = op._schema.name == "aten::_propagate_xla_data"
         skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate
-        writes = tuple(
+        writes = _UNDECLARED_WRITES.get(packet) or tuple(
             (a.name if a.kwarg_only else i)
             for i, a in enumerate(op._schema.arguments)
             if a.alias_info is not None and a.alias_info.is_write

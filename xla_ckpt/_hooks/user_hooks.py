@@ -1,0 +1,143 @@
+"""Module hooks inside a checkpointed region fire once, in the forward, with the forward's values.
+
+A user's forward hook (or pre-hook, global or on one module) on a module inside a region is part of
+the program the user observes, not of the computation the region recomputes: a logger, an attention
+map collector, a quantisation observer, an MoE load counter. Run again in backward it would fire
+twice and, where the replay hands out stand-ins for ops nothing reads, see uninitialised memory
+(torch's own checkpoint re-fires such hooks with recomputed values). So while a region runs, each
+user hook of a module it calls goes through a guard that asks the thread's checkpoint state:
+
+- in the region's forward, the hook runs with the region's engine paused: its ops run as without
+  the library (not recorded, not decided on, what autograd saves in them kept as autograd keeps
+  it); what it returns is handed to the region, which keeps it for the replay;
+- in the region's recompute, the hook is not called: the guard returns what it returned in the
+  forward (None, or the forward's modified inputs / output), so the replay computes the same values;
+- anywhere else (another thread, no region), the hook runs as it would.
+
+The guards are put into a module's hook dictionaries only for the duration of that module's call
+(``nn.Module._call_impl`` is wrapped while some thread runs a region: reference counted, restored
+when the last region leaves, also on exceptions) and only when the module or the global registry
+holds hooks other than xla_ckpt's own module tracking. Hooks of torch's own machinery (FSDP2's
+unshard / reshard, the module tracker of a ``FlopCounterMode``) are what the recompute needs: they
+run in it as before. A hook registered after the forward is not called by its replay (without the
+library it would not have run for that forward).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, Optional
+
+from torch import nn
+from torch.nn.modules import module as _module_mod
+
+from xla_ckpt._base.modules import OWN_HOOKS
+from xla_ckpt._hooks import saved as _saved
+
+__all__ = ["guarding", "Guard"]
+
+_ORIGINAL_CALL = nn.Module._call_impl
+_lock = threading.Lock()
+_users = 0
+
+
+class Guard:
+    """One user hook, called through the thread's checkpoint state (see the module docstring)."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Callable[..., Any]) -> None:
+        self.hook = hook
+
+    def __call__(self, *args: Any) -> Any:
+        st = _saved.state
+        if st.recompute is not None:
+            return st.recompute.user_hook(self.hook, args)
+        if st.region is not None:
+            return st.region.user_hook(self.hook, args)
+        return self.hook(*args)
+
+
+def _infrastructure(hook: Any) -> bool:
+    """Hooks of torch's own machinery, which the recompute needs as the forward did: FSDP2 gathers the
+    weights the replay reads; a ``FlopCounterMode``'s module tracker names the recomputed ops' modules."""
+    owner = getattr(hook, "__self__", None)
+    return owner is not None and isinstance(owner, _infrastructure_types())
+
+
+_TYPES: Optional[tuple[type, ...]] = None
+
+
+def _infrastructure_types() -> tuple[type, ...]:
+    global _TYPES
+    if _TYPES is None:
+        from torch.utils.module_tracker import ModuleTracker  # noqa: PLC0415
+
+        found: list[type] = [ModuleTracker]
+        try:
+            from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState  # noqa: PLC0415
+
+            found.append(FSDPState)
+        except ImportError:  # torch built without distributed
+            pass
+        _TYPES = tuple(found)
+    return _TYPES
+
+
+def _own(hook: Any) -> bool:
+    return any(hook is h for h in OWN_HOOKS)  # by identity: a user's hook object may be unhashable
+
+
+def _guard(hooks: "OrderedDict[int, Any]", swapped: list) -> None:
+    for key, hook in hooks.items():
+        if type(hook) is Guard or _own(hook) or _infrastructure(hook):
+            continue
+        hooks[key] = Guard(hook)
+        swapped.append((hooks, key, hook))
+
+
+_GLOBALS = ("_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    st = _saved.state
+    if st.region is None and st.recompute is None:
+        return _ORIGINAL_CALL(self, *args, **kwargs)
+    swapped: list = []
+    if self._forward_pre_hooks:
+        _guard(self._forward_pre_hooks, swapped)
+    if self._forward_hooks:
+        _guard(self._forward_hooks, swapped)
+    for name in _GLOBALS:
+        hooks = getattr(_module_mod, name)
+        if hooks and not all(_own(h) or type(h) is Guard for h in hooks.values()):
+            _guard(hooks, swapped)
+    if not swapped:
+        return _ORIGINAL_CALL(self, *args, **kwargs)
+    try:
+        return _ORIGINAL_CALL(self, *args, **kwargs)
+    finally:
+        # Put back what this call guarded, unless the hook was removed (or replaced) meanwhile.
+        for hooks, key, hook in swapped:
+            current = hooks.get(key)
+            if type(current) is Guard and current.hook is hook:
+                hooks[key] = hook
+
+
+@contextlib.contextmanager
+def guarding() -> Iterator[None]:
+    """User module hooks are guarded while the block runs (see the module docstring)."""
+    global _users
+    with _lock:
+        if _users == 0:
+            nn.Module._call_impl = _call_impl  # type: ignore[method-assign]
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                nn.Module._call_impl = _ORIGINAL_CALL  # type: ignore[method-assign]
