@@ -8,7 +8,8 @@ read through views, tuple/dict outputs,
 keyword arguments, inputs without grad and a frozen parameter; tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
-``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward.
+``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
+modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too.
 ``run`` executes one program (its forward inside the library's saved-tensor hooks, a parameter or
 input modified after it, as drawn), returns everything the comparison needs (each forward output
 among them), and reports an exception instead of raising it.
@@ -55,6 +56,13 @@ MENU: list[tuple[str, int, int]] = [
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1), ("outside_view", 1, 3),
 ] + FRESH_MENU
+# What a user observes besides values and grads (issue 28): modules called inside the region with
+# hooks that record values (a forward hook and a pre-hook), a hook that changes its module's output,
+# BatchNorm (momentum 0.1, and the cumulative average that reads the count it just advanced), a
+# module counting its calls in a buffer it reads. ``run`` compares every hook record (each call, its
+# values) and every buffer after backward, and a global forward hook records each module call.
+MENU += [("module", 1, 5)]
+MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting")
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
@@ -169,7 +177,58 @@ class _Counter:
         return 1.0 + 0.25 * (next(self.it) % 3)
 
 
-def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter) -> Callable[..., Any]:
+class _Counting(torch.nn.Module):
+    """Counts its calls in a buffer and reads the count: a forward result that depends on a buffer it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count.add_(1)
+        return x * (1.0 + 0.25 * self.count)
+
+
+def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str, torch.nn.Module]:
+    """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares."""
+    mods: dict[str, torch.nn.Module] = {
+        "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
+        "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
+    }
+    with torch.no_grad():
+        for m in mods.values():
+            for p in m.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen))
+    mods = {k: m.to(device) for k, m in mods.items()}
+    mods["logged"].register_forward_pre_hook(lambda m, args: log.append(args[0].detach().clone()))
+    mods["logged"].register_forward_hook(lambda m, args, out: log.append(out.detach().clone()))
+
+    def shift(m: Any, args: Any, out: torch.Tensor) -> torch.Tensor:
+        log.append(out.detach().sum())
+        return out * 0.5 + 0.25
+
+    mods["shifted"].register_forward_hook(shift)
+    return mods
+
+
+@contextlib.contextmanager
+def _global_hook(mods: dict[str, torch.nn.Module], log: list) -> Any:
+    """A global forward hook (as a logger installs) recording each call of the program's modules."""
+    ours = {id(m) for m in mods.values()}
+
+    def hook(m: Any, args: Any, out: Any) -> None:
+        if id(m) in ours and isinstance(out, torch.Tensor):
+            log.append(out.detach().clone())
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter,
+          mods: Optional[dict[str, torch.nn.Module]] = None) -> Callable[..., Any]:
     def fn(a: torch.Tensor, *, b: torch.Tensor) -> Any:
         pool: list[torch.Tensor] = [a, b]
         fresh = [False, False]  # pool[i] is an intermediate made by fn (not an input)
@@ -226,6 +285,9 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 r = int(4 * counter.next()) % N
                 idx = torch.tensor(INDEX[r:] + INDEX[:r], device=x[0].device)
                 y = x[0].index_select(0, idx)
+            elif k == "module":
+                assert mods is not None
+                y = mods[MODULES[s.variant]](x[0])
             elif k in FRESH_KINDS:
                 y = _fresh_step(k, s.variant, x[0])
             elif k in NON_TENSOR_KINDS:
@@ -548,14 +610,16 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     a_leaf = torch.randn(N, N, generator=gen).to(device).requires_grad_()
     b = torch.randn(N, N, generator=gen).to(device)
     cot = torch.randn(3, N, N, generator=gen).to(device)
-    fn = _body(steps, params, _Counter())
+    log: list[torch.Tensor] = []
+    mods = _modules(gen, device, log)
+    fn = _body(steps, params, _Counter(), mods)
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
     _seed(device)
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
     with other:  # the RNG state is read after the other thread stopped (a replay sets it for a moment)
         try:
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
-            with _hooks(hooks):
+            with _hooks(hooks), _global_hook(mods, log):
                 out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
             if after is not None:
                 with torch.no_grad():
@@ -578,6 +642,18 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).
     names = [f"output {i}" for i in range(len(outs))] + names
     values = outs + [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
+    # What else a user observes: each hook record (a call more or fewer changes the names), the
+    # modules' parameter grads and every buffer after backward.
+    names += [f"hook record {i}" for i in range(len(log))]
+    values += log
+    used = {MODULES[s.variant] for s in steps if s.kind == "module"}
+    for k in sorted(used):
+        for n, p in mods[k].named_parameters():
+            names.append(f"{k}.{n}.grad")
+            values.append(p.grad)
+        for n, t in mods[k].named_buffers():
+            names.append(f"{k}.{n}")
+            values.append(t)
     return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
 
 

@@ -215,3 +215,24 @@ def test_verify_on_xla_accepts_the_recomputes_own_rounding(xla_device):
         ref = run(steps, xla_device)
         got = run(steps, xla_device, resolve("all_of"), verify=True)
     assert _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps) == "exact"
+
+
+# What a user observes around recompute (issue 28): hooks inside the region fire once with the forward's
+# values (a second call in backward read the replay's stand-ins), buffers a forward writes end the step
+# as without the library (BatchNorm's statistics moved twice), and a cumulative average or a counter
+# that reads the buffer it just wrote replays exactly (a false error before).
+OBSERVED = ("module", "linear", "act", "add", "dropout", "inplace_last", "view")
+
+
+@fuzz(0.3)
+@given(steps=focused_programs(OBSERVED), spec=policy_specs(), outer=st.sampled_from(OUTER))
+def test_fuzz_hooks_and_buffers_cpu(steps, spec, outer):
+    check(steps, spec, torch.device("cpu"), EXACT, outer=outer)
+
+
+@pytest.mark.xla
+@fuzz(0.15)
+@given(steps=focused_programs(OBSERVED), spec=policy_specs(), direct=st.booleans())
+def test_fuzz_hooks_and_buffers_xla(xla_device, steps, spec, direct):
+    with replay_kind(direct):
+        check(steps, spec, xla_device, XLA_TOL)

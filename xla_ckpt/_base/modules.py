@@ -32,7 +32,8 @@ from torch.nn.modules import module as _module_mod
 
 from xla_ckpt._base import compat as _compat
 
-__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules", "OWN_HOOKS"]
+__all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "running_modules", "OWN_HOOKS",
+           "current_module"]
 
 # Frames of these functions run a module's forward; their ``self`` is the module.
 _CALL_CODES: frozenset[CodeType] = frozenset(
@@ -127,6 +128,12 @@ def _post_hook(m: nn.Module, args: object, out: object) -> None:
 
 # The global module hooks ``tracking`` installs: not a user's (``_hooks.user_hooks`` leaves them alone).
 OWN_HOOKS = (_pre_hook, _post_hook)
+
+
+def current_module() -> Optional[nn.Module]:
+    """The innermost module running in this thread (tracked), or None."""
+    stack = _local.stack
+    return stack[-1] if stack else None
 
 
 def current_name() -> str:

@@ -184,14 +184,14 @@ class Forward:
         key = buffer_key(old)
         if key not in self.flow.producer:
             # From outside the region: the mode sees no version-carrying tensor, so the module's own
-            # tensor (a norm's running statistics) is found by buffer, which now holds ``new``; None
-            # for any other (a closure).
+            # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
+            # running module or the checkpointed one; None for any other (a closure).
             self.xla_outside_write(buffer_key(new), lambda: old)
         self.state.writing(key, lambda i: old)
 
     def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
         """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
-        hit = by_buffer(owner_module(self.state.fn)).get(now)
+        hit = by_buffer(_modules.current_module()).get(now) or by_buffer(owner_module(self.state.fn)).get(now)
         self.state.writing_outside(now, hit[2] if hit is not None else None, before)
 
     def before_undeclared_write(self, targets: list[torch.Tensor]) -> None:
@@ -273,7 +273,7 @@ class Forward:
         once; what it returns is kept for the replay, which does not call it again."""
         with _saved.outside_region(), _engine_off(self):
             result = hook(*args)
-        self.state.hook_ran(hook, result)
+            self.state.hook_ran(hook, args[0] if args else None, result)  # its detached aliases are not fn's ops either
         return result
 
     # -- what autograd saves ----------------------------------------------------------------------

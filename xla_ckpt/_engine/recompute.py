@@ -99,13 +99,16 @@ class Recomputation:
     def user_hook(self, hook: Any, args: tuple) -> Any:
         """A user's module hook reached in the replay: not called again; what it returned in the forward.
 
-        A hook the forward did not call here (registered after it) is not called either: without the
-        library it would not have run for this forward at all.
+        Matched to the forward's next call of the same hook on the same module (a hook removed since
+        the forward is skipped over). A hook the forward did not call here (registered after it) is not
+        called either: without the library it would not have run for this forward at all.
         """
-        i, results = self.hooks, self.state.hook_results
-        if i < len(results) and results[i][0] is hook:
-            self.hooks += 1
-            return results[i][1]
+        results, module = self.state.hook_results, args[0] if args else None
+        for j in range(self.hooks, len(results)):
+            h, m, result = results[j]
+            if h is hook and m is module:
+                self.hooks = j + 1
+                return result
         return None
 
     def run(self) -> list[Any]:

@@ -131,7 +131,7 @@ class RegionState:
         self.grad: Optional[torch.Tensor] = None  # XLA: the incoming gradient the recompute is fenced on
         # What each user module hook returned in the forward, in call order: the replay hands these
         # out instead of calling the hooks again (``_hooks.user_hooks``).
-        self.hook_results: list[tuple[Any, Any]] = []
+        self.hook_results: list[tuple[Any, Any, Any]] = []
         # Tensors from outside the region that fn writes in place (a norm's running statistics, a
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
         # those values and leaves the tensors as it found them (``recompute.outside_writes``).
@@ -230,11 +230,11 @@ class RegionState:
         if key not in self.outside_written:
             self.outside_written[key] = (t, before())
 
-    def hook_ran(self, hook: Any, result: Any) -> None:
-        """User module hook ``hook`` returned ``result`` in the forward (None, or new inputs / a new output)."""
+    def hook_ran(self, hook: Any, module: Any, result: Any) -> None:
+        """User hook ``hook`` of ``module`` returned ``result`` in the forward (None, or new inputs / a new output)."""
         # Detached aliases (no copy, no cycle through the graph) that need grad as the forward's did:
         # the replay's ops then save for backward what the forward's saved.
-        self.hook_results.append((hook, None if result is None else tree_map(_leaf_like, result)))
+        self.hook_results.append((hook, module, None if result is None else tree_map(_leaf_like, result)))
 
     def pack(self, t: torch.Tensor, key: Any) -> int:
         """Autograd saved ``t`` (buffer ``key``) in the forward: its slot index (versions are checked at unpack)."""
