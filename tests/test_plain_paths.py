@@ -74,6 +74,22 @@ def test_torch_func_runs_a_region_plainly():
     assert_same(grads_of(lambda: plain(idx, idx), [], ps), grads_of(lambda: model(idx, idx), [], qs))
 
 
+def test_torch_func_over_fsdp_xla_preset():
+    """fsdp_xla adds the corrected linear (an autograd.Function without setup_context) and saved-tensor
+    hooks at the root (weights by reference): under torch.func both step aside, the values are plain."""
+    plain, model = _gpt(), _gpt()
+    xla_ckpt.apply(model, "fsdp_xla")
+    params = {k: v.detach() for k, v in plain.named_parameters()}
+    idx = _idx()
+    with pytest.warns(UserWarning, match="runs under torch.func"):
+        got = torch.func.grad(lambda p: torch.func.functional_call(model, p, (idx, idx)))(params)
+    ref = torch.func.grad(lambda p: torch.func.functional_call(plain, p, (idx, idx)))(params)
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], msg=lambda m, k=k: f"{k}: {m}")
+    w, x = torch.randn(3, 4), torch.randn(5, 2, 4)
+    torch.testing.assert_close(torch.func.vmap(lambda r: xla_ckpt.linear(r, w))(x), x @ w.t())
+
+
 # -- 2. scan_layers with dropout on XLA --------------------------------------------------------------
 class _Layer(nn.Module):
     def __init__(self, p: float, functional: bool) -> None:

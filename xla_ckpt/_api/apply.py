@@ -81,9 +81,9 @@ class _ByReferenceForward:
             fwd = self.inner
         else:  # not ``forward.__get__(module)``: Dynamo cannot trace ``__get__`` (a graph break)
             fwd = functools.partial(type(self.module).forward, self.module)
-        if _compat.is_compiling():
+        if _compat.is_compiling() or _compat.func_transform() is not None:
             # A compiled graph keeps parameters as its inputs (the partitioner decides what else it saves);
-            # saved-tensor hooks would be a graph break on torch 2.9.
+            # saved-tensor hooks would be a graph break on torch 2.9. torch.func has no saved-tensor hooks.
             return fwd(*args, **kwargs)
         with weights_by_reference():
             return fwd(*args, **kwargs)
