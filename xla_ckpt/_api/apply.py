@@ -16,9 +16,9 @@ from xla_ckpt._api import hf as _hf
 from xla_ckpt._api.blocks import find_blocks, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
-from xla_ckpt._hooks.linear import patch_linear
+from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._hooks.saved import weights_by_reference
-from xla_ckpt._api.wrap import checkpoint_policy, checkpointed
+from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 
@@ -81,9 +81,9 @@ class _ByReferenceForward:
             fwd = self.inner
         else:  # not ``forward.__get__(module)``: Dynamo cannot trace ``__get__`` (a graph break)
             fwd = functools.partial(type(self.module).forward, self.module)
-        if _compat.is_compiling():
+        if _compat.is_compiling() or _compat.func_transform() is not None:
             # A compiled graph keeps parameters as its inputs (the partitioner decides what else it saves);
-            # saved-tensor hooks would be a graph break on torch 2.9.
+            # saved-tensor hooks would be a graph break on torch 2.9. torch.func has no saved-tensor hooks.
             return fwd(*args, **kwargs)
         with weights_by_reference():
             return fwd(*args, **kwargs)
@@ -103,6 +103,8 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     that matches nothing is reported and warned about. Everything is validated before the model is
     changed. Hugging Face's own gradient checkpointing, if on, is turned off with a warning (one
     checkpoint per module), and checkpointed modules run without a KV cache in training.
+    Applying again to the same model replaces what the earlier ``apply`` did (its wrappers, its
+    ``patch_linear``, its root forward): ``apply(model, "none")`` undoes it, the same config is a no-op.
     ``model.forward``'s signature is kept (HF ``Trainer`` filters dataset columns by it).
 
     Example:
@@ -127,12 +129,14 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     selected = sorted(plan)
     built = {i: cfg.checkpoint[i].policy.build() for i in {i for _, i in plan.values()}}
     final: list[tuple[str, nn.Module, int]] = []
+    earlier = _earlier_apply(model)
+    owned = earlier.owned()
     for n in selected:
         if any(n.startswith(p + ".") or p == "" for p in selected if p != n):
             report.nested_skipped.append(n)
             continue
         m, i = plan[n]
-        current = checkpoint_policy(m)
+        current = None if id(m) in owned else checkpoint_policy(m)
         if current is not None and current != built[i]:
             raise ValueError(
                 f"{cfg.source}: checkpoint[{i}]: module '{n}' is already checkpointed with {current!r}; "
@@ -140,16 +144,69 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
             )
         final.append((n, m, i))
     # Validated: now change the model.
+    earlier.undo(model)
     _hf.turn_off_hf_checkpointing(model, "apply")
     if cfg.patch_linear:
         patch_linear(model)
     for n, m, i in final:
         checkpointed(m, policy=built[i], verify=cfg.verify)
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
-    if cfg.weights_by_reference and not isinstance(model.__dict__.get("forward"), _ByReferenceForward):
+    by_reference = cfg.weights_by_reference and not isinstance(model.__dict__.get("forward"), _ByReferenceForward)
+    if by_reference:
         model.forward = _ByReferenceForward(model, model.__dict__.get("forward"))  # type: ignore[method-assign]
+    _Applied.record(model, {n: m for n, m, _ in final}, cfg.patch_linear, by_reference)
     why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
         warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}", UserWarning,
                       stacklevel=2)
     return report
+
+
+@dataclass
+class _Applied:
+    """What one :func:`apply` changed on a model, kept on the model so that applying again replaces it.
+
+    Only what apply itself did is undone: modules the user wrapped with ``checkpointed`` stay (a
+    conflicting policy there is still an error), and a module re-wrapped since is left alone.
+    Kept in the model's ``__dict__`` (not a buffer or a submodule: ``state_dict`` keys, ``repr`` and
+    ``named_modules`` are unchanged; it pickles and deep-copies with the model).
+    """
+
+    modules: dict[str, nn.Module] = field(default_factory=dict)
+    policies: dict[str, Any] = field(default_factory=dict)
+    patch_linear: bool = False
+    by_reference: bool = False
+
+    @staticmethod
+    def record(model: nn.Module, wrapped: dict[str, nn.Module], linear: bool, by_reference: bool) -> None:
+        policies = {n: checkpoint_policy(m) for n, m in wrapped.items()}
+        model.__dict__[_APPLIED] = _Applied(dict(wrapped), policies, linear, by_reference)
+
+    def owned(self) -> dict[int, nn.Module]:
+        """The modules that still carry the instance wrapper this apply gave them, by ``id``."""
+        return {id(m): m for n, m in self.modules.items()
+                if isinstance(m.__dict__.get("forward"), _CheckpointedForward)
+                and checkpoint_policy(m) == self.policies[n]}
+
+    def undo(self, model: nn.Module) -> None:
+        """Undo in reverse order: the root forward, the wrappers (a patched Linear's sits on its patch), the patch."""
+        fwd = model.__dict__.get("forward")
+        if self.by_reference and isinstance(fwd, _ByReferenceForward):
+            if fwd.inner is not None:
+                model.forward = fwd.inner  # type: ignore[method-assign]
+            else:
+                del model.__dict__["forward"]
+        for m in self.owned().values():
+            uncheckpointed(m)
+        if self.patch_linear:
+            unpatch_linear(model)
+        model.__dict__.pop(_APPLIED, None)
+
+
+_APPLIED = "_xla_ckpt_applied"
+
+
+def _earlier_apply(model: nn.Module) -> _Applied:
+    """What an earlier :func:`apply` on ``model`` did (empty when none did)."""
+    earlier = model.__dict__.get(_APPLIED)
+    return earlier if isinstance(earlier, _Applied) else _Applied()

@@ -106,6 +106,34 @@ class CachePlan:
             ), stacklevel=3)
         return tuple(new_args), new_kwargs
 
+    def writes_cache_outside_training(self, module: nn.Module, args: tuple, kwargs: dict) -> bool:
+        """Whether this call hands ``module`` a KV cache while it builds a graph in eval mode (grad on).
+
+        The layer writes the cache in place (transformers 5: ``DynamicCache.update`` concatenates
+        the new keys onto it), so a recompute in backward would write it again. Hugging Face's own
+        checkpointing is off outside training; such a call runs plainly here too (exactly as without
+        the library, nothing saved), warned once per class. In training the cache is turned off
+        instead (:meth:`apply`); without grad nothing is checkpointed anyway.
+        """
+        if module.training or not torch.is_grad_enabled():
+            return False
+        given = False
+        for name, index in self.caches:
+            if kwargs.get(name) is not None or (index is not None and index < len(args) and args[index] is not None):
+                given = True
+        if self.loose and any(kwargs.get(name) is not None for name in CACHE_ARGS):
+            given = True
+        if given and not _compat.is_compiling():
+            cls = type(module)
+            warn_once(("hf-eval-cache", cls), (
+                f"xla_ckpt: {cls.__name__} is checkpointed and was called in eval mode with grad enabled and a "
+                "key/value cache: the layer writes the cache, and a recompute in backward would write it again, "
+                "so such calls run without checkpointing (as Hugging Face's own checkpointing does outside "
+                "training; values and gradients are those without xla_ckpt). For evaluation use torch.no_grad(); "
+                "to checkpoint, pass use_cache=False or call model.train()."
+            ), stacklevel=4)
+        return given
+
 
 def cache_plan(fn: Any) -> Optional[CachePlan]:
     """The :class:`CachePlan` of ``fn`` (a function taken from a class, ``self`` dropped, or a callable);

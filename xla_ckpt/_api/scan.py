@@ -24,6 +24,7 @@ from torch.fx import GraphModule, Node
 from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import compat as _compat
+from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._compile.marks import mark_of
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._policy.plan import plans
@@ -56,6 +57,7 @@ def mark(joint: GraphModule, num_fwd_outputs: int, policy: Policy) -> dict[str, 
     forward = _forward_nodes(joint, num_fwd_outputs)
     from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
 
+    _no_random_ops(n for n in joint.graph.nodes if n in forward)
     val = lambda a: a.meta.get("val") if isinstance(a, Node) else a  # noqa: E731
     decided: dict[str, Decision] = {}
     for n in joint.graph.nodes:
@@ -78,6 +80,39 @@ def mark(joint: GraphModule, num_fwd_outputs: int, policy: Policy) -> dict[str, 
             if u.target is operator.getitem:
                 u.meta["recompute"] = n.meta["recompute"]
     return decided
+
+
+_FIX = ("Turn the random ops off in the scanned layers (dropout p=0, e.g. attention_dropout=0.0 and "
+        "hidden_dropout=0.0 in a Hugging Face config, or model.eval()), or checkpoint the layers without scan "
+        "(xla_ckpt.apply(model, preset) or xla_ckpt.checkpointed(layer): the eager engine replays the RNG).")
+
+
+def _random_error(what: str) -> CheckpointError:
+    # Recomputed, the min-cut partitioner wraps a random op in run_and_save_rng_state, which torch_xla
+    # cannot run ("could not find kernel ... at dispatch key Functionalize"); saved, torch_xla 2.9's scan
+    # fails to stack its boolean mask ("Dynamic update slice ... PRED vs F32"). Neither is a gradient.
+    return CheckpointError(
+        f"xla_ckpt.scan_layers: {what} in the scanned layer body: torch_xla's scan cannot run random ops in "
+        f"a layer body (recomputed or saved, on torch_xla 2.9), and nothing ran. {_FIX}")
+
+
+def _no_random_ops(nodes: Iterable[Node]) -> None:
+    """Raise before the traced body runs if it draws random numbers (functional dropout, ``torch.rand``)."""
+    for n in nodes:
+        if n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()):
+            name = str(n.target.overloadpacket)  # type: ignore[union-attr]
+            what = f"random op {name} ({'dropout' if 'dropout' in name or 'bernoulli' in name else 'random'})"
+            raise _random_error(what)
+
+
+def _dropout_modules(layers: list[nn.Module]) -> None:
+    """Raise, before torch_xla traces anything, on a dropout module that draws (training, p > 0)."""
+    for i, layer in enumerate(layers):
+        for name, m in layer.named_modules():
+            if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0:
+                where = f"layers[{i}].{name}" if name else f"layers[{i}]"
+                raise _random_error(f"dropout: {where} is {type(m).__name__}(p={m.p}) in training mode (random op "
+                                    "aten.native_dropout / aten.bernoulli)")
 
 
 def partition_fn(policy: Any) -> Any:
@@ -120,7 +155,8 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
             ``tag`` None in the scan body).
 
     Equivalent to ``for layer in layers: x = layer(x)`` with equal gradients; one layer body is
-    traced and compiled for all layers. Needs torch_xla.
+    traced and compiled for all layers. Needs torch_xla. Random ops (dropout with p > 0 in training)
+    cannot run in torch_xla's scan body: a ``CheckpointError`` names them before anything runs.
 
     Example:
         >>> y = xla_ckpt.scan_layers(model.layers, x, policy="dots_saveable")
@@ -153,6 +189,7 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
         for layer in layers:
             x = _compiled.checkpoint(layer, (x,), {}, pol)
         return x
+    _dropout_modules(layers)
     fn = partition_fn(policy)
     from torch_xla.experimental.scan_layers import scan_layers as xla_scan_layers  # noqa: PLC0415
 

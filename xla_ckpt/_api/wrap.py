@@ -50,6 +50,8 @@ class _CheckpointedForward:
         module = self.module
         args, kwargs = _prepare(module, self.cache, args, kwargs)
         fwd = self.inner if self.inner is not None else functools.partial(type(module).forward, module)
+        if self.cache is not None and self.cache.writes_cache_outside_training(module, args, kwargs):
+            return fwd(*args, **kwargs)  # eval with grad and a KV cache: plainly, as HF does (_api/hf.py)
         if _compat.is_compiling():
             # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
             return checkpoint(fwd, *args, policy=self.policy, fn_kwargs=kwargs)
@@ -108,6 +110,8 @@ def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
     @functools.wraps(original)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         args, kwargs = _prepare(self, cache, args, kwargs)
+        if cache is not None and cache.writes_cache_outside_training(self, args, kwargs):
+            return original(self, *args, **kwargs)  # eval with grad and a KV cache: plainly, as HF does
         if _compat.is_compiling():
             return checkpoint(functools.partial(original, self), *args, policy=policy, fn_kwargs=kwargs)
         with _modules.entered(self):

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import inspect
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
+
+from xla_ckpt._base.warn import warn_once
 
 __all__ = [
     "TORCH_VERSION",
@@ -25,6 +27,8 @@ __all__ = [
     "deref",
     "without_callers_modes",
     "preserve_version",
+    "func_transform",
+    "plain_under_func_transform",
 ]
 
 
@@ -119,3 +123,40 @@ def without_callers_modes() -> Iterator[None]:
 def preserve_version(t: torch.Tensor) -> contextlib.AbstractContextManager[None]:
     """``t``'s version counter is put back when the block ends: writes in it are the library's own."""
     return torch.autograd._unsafe_preserve_version_counter(t)
+
+
+def func_transform() -> Optional[str]:
+    """The innermost active ``torch.func`` transform ("grad", "vmap", "jvp", "functionalize"), or None.
+
+    Its tensors are wrappers (``TensorWrapper``, ``BatchedTensor``) with no storage. Private torch API
+    (functorch's interpreter stack), here in one place.
+    """
+    interpreter = torch._C._functorch.peek_interpreter_stack()
+    return None if interpreter is None else interpreter.key().name.lower()
+
+
+def plain_under_func_transform(name: str) -> bool:
+    """Whether a region entered now must run as plain PyTorch: a ``torch.func`` transform is active.
+
+    Checkpointing rests on saved-tensor hooks and on the identity of tensor storages, neither of
+    which torch.func has (torch's own ``checkpoint`` raises "torch.func.{grad, vjp, jacrev, hessian}
+    don't yet support saved tensor hooks" there, and vmap cannot batch it). Running the function
+    plainly gives exactly what it gives without the library, saving nothing: warned once per function.
+
+    Args:
+        name: the checkpointed function's name, for the notice.
+
+    Example:
+        >>> if plain_under_func_transform("Block.forward"):
+        ...     return fn(*args)
+    """
+    transform = func_transform()
+    if transform is None:
+        return False
+    warn_once(("func-transform", name), (
+        f"xla_ckpt: {name} runs under torch.func ({transform}): it runs as plain PyTorch there, nothing is "
+        "checkpointed (torch.func does not support the saved-tensor hooks checkpointing rests on; torch's "
+        "own checkpoint fails there). Values and gradients are those without xla_ckpt. To save memory, "
+        "take gradients with loss.backward() or torch.autograd.grad outside torch.func. Said once per function."
+    ), stacklevel=3)
+    return True

@@ -203,6 +203,8 @@ def checkpoint(
     if st.region is not None:
         with st.region.nested(pol):
             return fn(*args, **kwargs)  # each op is decided under the policy current when it ran
+    if _compat.plain_under_func_transform(_name(fn)):  # torch.func: plain PyTorch, warned once (_base/compat)
+        return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
     on_xla = region.state.on_xla
     try:

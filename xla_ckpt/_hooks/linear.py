@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from xla_ckpt._base import compat as _compat
+
 __all__ = ["linear", "Linear", "patch_linear", "unpatch_linear", "linear_patched"]
 
 # The ATen binding itself: our Function must not call ``F.linear``, which ``linear_patched`` replaces.
@@ -104,6 +106,10 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
             f"xla_ckpt.linear: expected input of rank >= 1 and a 2-D weight, got input {tuple(input.shape)} "
             f"and weight {tuple(weight.shape)}"
         )
+    if not _compat.is_compiling() and _compat.func_transform() is not None:
+        # torch.func needs a Function with setup_context; what autograd keeps matters not there (it
+        # holds its own levels, and no saved-tensor hooks run): the stock op, the same values.
+        return F.linear(input, weight, bias)
     dtype = _autocast_dtype(input)
     if dtype is not None:
         # The input cast stays outside the Function: its grad node saves nothing, and we save the
