@@ -8,6 +8,8 @@ AOTAutograd backends replay the forward's RNG and must give the unwrapped model'
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -65,3 +67,171 @@ def test_eager_backend_without_random_ops_is_exact() -> None:
     ref = _step(False, None, p=0.0)
     for got, want in zip(_step(True, "eager", p=0.0), ref):
         torch.testing.assert_close(got, want)
+
+
+# --------------------------------------------------------------------------- random per call (issue 28)
+
+aten = torch.ops.aten
+_X = torch.randn(4, 8, 16)
+_Q = torch.randn(2, 4, 8, 16)
+_CALLS = [
+    (aten._scaled_dot_product_flash_attention_for_cpu.default, (_Q, _Q, _Q), {}),  # dropout_p defaulted
+    (aten._scaled_dot_product_flash_attention_for_cpu.default, (_Q, _Q, _Q, 0.0, True), {"scale": 0.3}),
+    (aten.native_dropout.default, (_X, 0.5, False), {}),
+    (aten.native_dropout.default, (_X, 0.5, True), {}),
+    (aten.native_dropout.default, (_X, 0.0, True), {}),  # draws: its mask is bernoulli_(1.0)
+    (aten.native_dropout.default, (_X, 0.5, None), {}),  # train=None is train
+    (aten.dropout.default, (_X, 0.0, True), {}),
+    (aten.dropout.default, (_X, 0.5, False), {}),
+    (aten.dropout.default, (_X, 0.5, True), {}),
+    (aten.alpha_dropout.default, (_X, 0.5, False), {}),
+    (aten.rrelu_with_noise.default, (_X, torch.zeros_like(_X), 0.1, 0.3, False), {}),
+    (aten.rrelu_with_noise.default, (_X, torch.zeros_like(_X), 0.1, 0.3, True), {}),
+    (aten.bernoulli.p, (_X, 0.0), {}),  # draws a uniform per element whatever p
+    (aten.uniform_.default, (_X.clone(),), {}),
+    (aten.mm.default, (_X[0], _X[0].T), {}),
+]
+
+
+@pytest.mark.parametrize("op,args,kwargs", _CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(_CALLS)])
+def test_draws_is_whether_the_call_advances_the_generator(op, args, kwargs) -> None:
+    from xla_ckpt._ir.record import draws, op_info
+
+    before = torch.get_rng_state()
+    op(*args, **kwargs)
+    advanced = not torch.equal(before, torch.get_rng_state())
+    assert draws(op_info(op), args, kwargs) == advanced
+
+
+def test_eager_engine_replays_no_rng_for_attention_without_dropout(monkeypatch) -> None:
+    """SDPA at dropout_p=0 is recomputed as a plain op: no RNG record, the same gradients."""
+    from xla_ckpt._ir.replay_state import Draw
+
+    recorded = []
+    real = Draw.record
+    monkeypatch.setattr(Draw, "record", staticmethod(lambda *a: recorded.append(a) or real(*a)))
+
+    def attn(q: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, q.sin(), q.cos(), dropout_p=0.0).tanh()
+
+    q = torch.randn(2, 2, 8, 16, requires_grad=True)
+    ref = q.detach().clone().requires_grad_()
+    attn(ref).sum().backward()
+    xla_ckpt.checkpoint(attn, q, policy="nothing_saveable").sum().backward()
+    torch.testing.assert_close(q.grad, ref.grad)
+    assert recorded == []
+    xla_ckpt.checkpoint(lambda t: F.dropout(attn(t), 0.5, training=True), q, policy="nothing_saveable")
+    assert len(recorded) == 1  # dropout at p=0.5 still is a random op
+
+
+# --------------------------------------------------------------------------- errors leave nothing installed
+
+
+def _installed() -> tuple[int, bool]:
+    """Dispatch modes on the stack, and whether a saved-tensor hook is installed."""
+    return torch._C._len_torch_dispatch_stack(), torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
+
+
+def _not_a_decision(call):
+    return "save" if call.op in (aten.mm.default, aten.addmm.default) else xla_ckpt.Decision.RECOMPUTE
+
+
+@pytest.mark.parametrize("backend,policy,p,error", [
+    ("eager", "nothing_saveable", 0.5, r"random op aten\.bernoulli"),  # the named error, at step time
+    ("eager", _not_a_decision, 0.0, r"returned 'save'"),  # a policy's error at step time
+    ("aot_eager", _not_a_decision, 0.0, r"returned 'save'"),  # a policy's error while AOTAutograd traces
+])
+def test_an_error_inside_torch_checkpoint_leaves_no_mode_or_hook(backend, policy, p, error) -> None:
+    assert _installed() == (0, False)
+    with pytest.raises(Exception) as info:
+        _step(True, backend, policy, p)
+    kept = info.value  # a notebook's last exception: its traceback keeps torch's checkpoint frames alive
+    assert kept.__traceback__ is not None
+    chain = [kept, kept.__cause__, kept.__context__]
+    assert any(e is not None and re.search(error, str(e)) for e in chain), chain
+    assert _installed() == (0, False)
+    torch.manual_seed(0)
+    lin = nn.Linear(16, 32)  # aten.uniform_: raised "random op ... in module '(the region root)'" before
+    x = torch.randn(3, 16, requires_grad=True)
+    F.dropout(lin(x), 0.5).sum().backward()
+    assert x.grad is not None and lin.weight.grad is not None
+    del kept
+
+
+def test_a_nested_region_error_is_raised_by_the_outer_region() -> None:
+    lin = nn.Linear(16, 16)
+
+    def inner(x: torch.Tensor) -> torch.Tensor:
+        return lin(x).relu()
+
+    def outer(x: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(inner, x.sin(), policy=_not_a_decision).cos()
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(outer, x, policy="nothing_saveable").sum()
+
+    with pytest.raises(Exception) as info:
+        torch.compile(model, backend="eager")(torch.randn(4, 16, requires_grad=True)).backward()
+    kept = info.value
+    assert "returned 'save'" in str(kept)
+    assert _installed() == (0, False)
+    del kept
+
+
+# --------------------------------------------------------------------------- HF Llama under compile
+
+
+def _llama_counting(preset: str | None, backend: str):
+    transformers = pytest.importorskip("transformers")  # noqa: F841
+    from xla_ckpt import hf_models
+
+    model = hf_models.build("llama", n_layer=1)
+    if preset is not None:
+        xla_ckpt.apply(model, preset)
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    fn = model if backend is None else torch.compile(model, backend=counting if backend == "eager" else backend)
+    batch = hf_models.batch("llama", model)
+    torch.manual_seed(5)
+    out = fn(**batch)
+    out.loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None for g in grads)
+    return out.loss.detach(), grads, graphs
+
+
+@pytest.fixture(scope="module")
+def _llama_plain():
+    return _llama_counting(None, None)
+
+
+def _presets() -> list[str]:
+    from xla_ckpt._base.presets import preset_names
+
+    return preset_names()
+
+
+@pytest.mark.parametrize("preset", _presets())
+def test_hf_llama_every_preset_one_graph_and_the_plain_grads_under_eager_backend(preset, _llama_plain) -> None:
+    """Default-config Llama (SDPA, dropout_p=0.0): no random op, so no error, no graph break, exact grads."""
+    loss, grads, graphs = _llama_counting(preset, "eager")
+    assert len(graphs) == 1
+    torch.testing.assert_close(loss, _llama_plain[0])
+    for got, want in zip(grads, _llama_plain[1]):
+        torch.testing.assert_close(got, want)
+    assert _installed() == (0, False)
+
+
+def test_hf_llama_dynamo_explain_after_apply() -> None:
+    pytest.importorskip("transformers")
+    from xla_ckpt import hf_models
+
+    model = hf_models.build("llama", n_layer=1)
+    xla_ckpt.apply(model, "megatron_selective")
+    explained = torch._dynamo.explain(model)(**hf_models.batch("llama", model))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    assert _installed() == (0, False)

@@ -36,10 +36,12 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.warn import warn_once
+from xla_ckpt._compile.deferred import Deferred, ForwardContext
 from xla_ckpt._compile.names import call_site_name, child, module_entries
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._compile.prepare import planner_note, prepare_this_compile
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
+from xla_ckpt._ir.record import draws, op_info
 from xla_ckpt._policy.plan import plans
 
 __all__ = ["checkpoint", "context_fn", "recorded", "mark_of", "TAG_KEY"]
@@ -97,6 +99,7 @@ class _Lowering:
         self.decided: list[_Decided] = []
         self.pending: Optional[_Decided] = None
         self.graph_len: Optional[int] = None
+        self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
         for sink in _recorder.sinks:
             sink.append(self)
 
@@ -123,13 +126,27 @@ class _Lowering:
     def policy_fn(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
         from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
 
+        if ctx.is_recompute:  # torch's recompute is a plain ``with``: an error leaves it cleanly
+            return self._mark(ctx, op, args, kwargs)
+        if self.deferred.error is not None:
+            return CheckpointPolicy.PREFER_RECOMPUTE  # the step fails as the forward exits
+        try:
+            return self._mark(ctx, op, args, kwargs)
+        except Exception as e:  # raised out of torch's forward it would leave torch's mode installed
+            self.deferred.keep(e)
+            return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def _mark(self, ctx: Any, op: Any, args: tuple, kwargs: dict) -> Any:
+        from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
+
         new_nodes = self._new_nodes()
         if not isinstance(op, torch._ops.OpOverload) or skipped(op):
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)
             return CheckpointPolicy.PREFER_RECOMPUTE
-        if torch.Tag.nondeterministic_seeded in op.tags:
-            if not _traced(args, kwargs):
+        info = op_info(op)
+        if info.random:  # the op's tag; whether this call draws is ``draws`` (SDPA at dropout_p=0 does not)
+            if not _traced(args, kwargs) and draws(info, args, kwargs):
                 # Real tensors: torch's SAC runs at step time (backend="eager", no AOTAutograd), and
                 # torch 2.9 runs that checkpoint with preserve_rng_state=False (its
                 # tag_activation_checkpoint sets it for tracing): the recompute would draw fresh
@@ -149,7 +166,8 @@ class _Lowering:
                 # RNG (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could
                 # not find kernel ... Functionalize"). On XLA it is saved instead: the same values,
                 # where the eager engine replays the RNG. (Dropout's output is what the next op
-                # reads anyway.)
+                # reads anyway.) By the op's tag, not the call's: the partitioner functionalises every
+                # tagged op marked for recompute (functionalize_rng_ops), drawing or not.
                 return CheckpointPolicy.MUST_SAVE
         if op._schema.is_mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
@@ -218,7 +236,9 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
         _warn_old_torch()
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
-    return create_selective_checkpoint_contexts(_Lowering(policy, module, direct, on_xla).policy_fn)
+    lowering = _Lowering(policy, module, direct, on_xla)
+    forward, recompute = create_selective_checkpoint_contexts(lowering.policy_fn)
+    return ForwardContext(forward, lowering.deferred), recompute
 
 
 def _traced(args: tuple, kwargs: dict) -> bool:

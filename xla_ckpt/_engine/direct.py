@@ -37,7 +37,7 @@ from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import is_manual, sharding_of, spmd
 from xla_ckpt._engine.program import Arg, Program, Ref, Step
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import LEAF_TYPES, tensors
+from xla_ckpt._ir.record import LEAF_TYPES, draws, tensors
 
 __all__ = ["Recorder", "direct_replay", "general_replay"]
 
@@ -214,7 +214,7 @@ class Recorder:
         while todo:
             step = todo.pop()
             func, args, kwargs = producers[step]
-            if step[0] == "out" and records[step[1]].info.random:
+            if step[0] == "out" and records[step[1]].info.random and draws(records[step[1]].info, args, kwargs):
                 self.refuse("a random op would be recomputed")
                 return None
             refs: list[Ref] = []

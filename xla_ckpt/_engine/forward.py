@@ -30,7 +30,7 @@ from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
-from xla_ckpt._ir.record import OpInfo, Record, arg_scan, op_info, out_scan, spec_of, tensors, written
+from xla_ckpt._ir.record import OpInfo, Record, arg_scan, draws, op_info, out_scan, spec_of, tensors, written
 from xla_ckpt._ir.replay_state import Draw, draw_source
 from xla_ckpt._policy.plan import plans
 
@@ -246,7 +246,7 @@ class Forward:
         planner = False
         if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
-        elif info.random and self.on_xla:
+        elif info.random and self.on_xla and draws(info, call.args, call.kwargs):  # SDPA at dropout_p=0: no draw
             # torch_xla's RNG cannot be put back exactly (each sync advances a base seed that can only
             # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
             # exact masks, and the caller's RNG state after backward is the unchecked run's.
@@ -343,7 +343,7 @@ class ForwardMode(TorchDispatchMode):
             finally:
                 self.busy = False
         draw = None
-        if info.random and not fw.on_xla:
+        if info.random and not fw.on_xla and draws(info, args, kwargs):
             draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
         else:
             out = func(*args, **kwargs)

@@ -19,7 +19,7 @@ from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._ir.opcall import Decision
 
 __all__ = [
-    "CheckpointError", "OpInfo", "op_info", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
+    "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
     "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES", "fn_name",
 ]
 
@@ -86,12 +86,45 @@ class OpInfo:
 
     skipped: bool  # not a position (views, detach, ...)
     mutable: bool  # its schema says it writes to one of its arguments: always replayed
-    random: bool  # draws from a generator: the replay must advance it exactly as forward did
+    random: bool  # tagged nondeterministic_seeded: may draw from a generator (see ``draws`` for one call)
     writes: tuple[int | str, ...] = ()  # positions / keyword names of the arguments it writes to (schema or not)
     propagate: bool = False  # torch_xla's _propagate_xla_data (an in-place op's trace on XLA)
+    quiet: tuple[tuple[int, str, Any, Any], ...] = ()  # (position, name, default, value): no draw at that value
 
 
 _INFO: dict[Any, OpInfo] = {}
+
+# ``nondeterministic_seeded`` is a tag of the op, not of the call: an op drawing nothing for some
+# arguments is tagged all the same (issue 28: SDPA at dropout_p=0 was refused as a random op under
+# torch.compile). Argument name -> the value with which the op draws nothing, any one of them being
+# enough. Measured on torch 2.9's CPU generator (its state before and after the call); CUDA's
+# attention kernels (flash, efficient, cudnn) are expected to take a Philox offset only at dropout_p > 0,
+# not measured on a GPU here (tests/test_compiled_random.py measures the CPU). Not listed: they draw even
+# then: native_dropout(p=0, train=True) (its mask is bernoulli_(1 - p), which draws) and bernoulli
+# at p=0 or 1 (one uniform per element): treated as random, their draws are replayed exactly.
+_QUIET_WHEN: dict[str, dict[str, Any]] = {
+    "native_dropout": {"train": False},
+    "dropout": {"p": 0.0, "train": False},
+    "alpha_dropout": {"p": 0.0, "train": False},
+    "rrelu_with_noise": {"training": False},
+    "rrelu_with_noise_": {"training": False},
+    "rrelu_with_noise_functional": {"training": False},
+    "_efficient_attention_forward": {"dropout_p": 0.0},
+    "_flash_attention_forward": {"dropout_p": 0.0},
+}
+_NUMBERS = (float, int, bool)  # a SymFloat or a tensor argument is not known: the call draws
+
+
+def _quiet(op: Any) -> tuple[tuple[int, str, Any, Any], ...]:
+    name = op._schema.name.split("::")[-1]
+    when = _QUIET_WHEN.get(name)
+    if when is None and name.startswith("_scaled_dot_product_"):  # every SDPA kernel, forward or backward
+        when = {"dropout_p": 0.0}
+    if not when:
+        return ()
+    return tuple(
+        (i, a.name, a.default_value, when[a.name]) for i, a in enumerate(op._schema.arguments) if a.name in when
+    )
 
 
 def op_info(op: Any) -> OpInfo:
@@ -105,14 +138,43 @@ def op_info(op: Any) -> OpInfo:
             for i, a in enumerate(op._schema.arguments)
             if a.alias_info is not None and a.alias_info.is_write
         )
+        random = torch.Tag.nondeterministic_seeded in op.tags
         info = _INFO[op] = OpInfo(
             skipped=skipped,
             mutable=op._schema.is_mutable,
-            random=torch.Tag.nondeterministic_seeded in op.tags,
+            random=random,
             writes=writes,
             propagate=propagate,
+            quiet=_quiet(op) if random else (),
         )
     return info
+
+
+def draws(info: OpInfo, args: tuple, kwargs: dict) -> bool:
+    """Whether this call of the op draws random numbers (advances a generator), not just the op's tag.
+
+    ``scaled_dot_product_attention(..., dropout_p=0.0)`` and ``native_dropout(x, p, train=False)`` carry
+    torch's ``nondeterministic_seeded`` tag and draw nothing: their recompute needs no RNG replay, and
+    under compile they are no random op. Callers on a per-op path test ``info.random`` first (most
+    ops are not tagged, and that keeps them free of this call).
+
+    Args:
+        info: the op's :func:`op_info`.
+        args, kwargs: the call's arguments, as a dispatch mode receives them.
+
+    Example:
+        >>> q = torch.randn(1, 1, 4, 8)
+        >>> op = aten._scaled_dot_product_flash_attention_for_cpu.default
+        >>> draws(op_info(op), (q, q, q, 0.0), {}), draws(op_info(op), (q, q, q, 0.1), {})
+        (False, True)
+    """
+    if not info.random:
+        return False
+    for index, name, default, value in info.quiet:
+        given = args[index] if index < len(args) else kwargs.get(name, default)
+        if type(given) in _NUMBERS and given == value:
+            return False
+    return True
 
 
 def written(info: OpInfo, args: tuple, kwargs: dict) -> list[torch.Tensor]:
