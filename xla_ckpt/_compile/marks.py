@@ -268,8 +268,8 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     """``checkpoint()`` under ``torch.compile``: torch's non-reentrant checkpoint with our policy's marks.
 
     ``lazy(fn, args, kwargs, policy)`` runs the region in the eager / lazy engine: the engine passes it
-    (this layer is below the engine), for an XLA region Dynamo ends up running eagerly (a graph break);
-    without it such a region runs torch's checkpoint eagerly.
+    (this layer is below the engine), for a region Dynamo ends up running eagerly (a graph break, e.g.
+    on a hook's side effect); without it such a region runs torch's checkpoint eagerly.
 
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
@@ -290,7 +290,7 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
 
 def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, on_xla: bool,
                       lazy: Optional[Callable[..., Any]]) -> Any:
-    """torch's checkpoint with our marks; on XLA, a region Dynamo could not trace runs in the lazy engine.
+    """torch's checkpoint with our marks; a region Dynamo could not trace runs in our engine.
 
     A graph break inside a region (``torch._dynamo.graph_break()``, a print, ``xs.mark_sharding`` on an
     activation) makes Dynamo call torch's checkpoint *eagerly* at step time, and on XLA that raised a bare
@@ -301,7 +301,9 @@ def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy:
     Dynamo's reach (``lazy``, which the engine supplies), exactly as it would without ``torch.compile``.
     """
     try:
-        if on_xla and lazy is not None and not torch.compiler.is_compiling():
+        # Any device: a region Dynamo gave up on runs in our engine, as without torch.compile (torch's
+        # checkpoint run eagerly would fire the region's module hooks again in its recompute, issue 28).
+        if lazy is not None and not torch.compiler.is_compiling():
             return lazy(fn, args, kwargs, policy)
         return torch.utils.checkpoint.checkpoint(
             fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs

@@ -230,7 +230,7 @@ def checkpoint(
 
 @torch._dynamo.disable
 def _lazy_region(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
-    """An XLA region Dynamo runs eagerly (a graph break inside it): the lazy engine, Dynamo off for its frames."""
+    """A region Dynamo runs eagerly (a graph break inside it): the engine, Dynamo off for its frames."""
     return checkpoint(fn, *args, policy=policy, fn_kwargs=kwargs)
 
 
