@@ -3,8 +3,10 @@ runtime starts; each torch.distributed run gets its own port). The README recipe
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -109,3 +111,58 @@ def test_sharding_annotations_inside_blocks_under_every_policy(xla_device, tmp_p
     names = xla_ckpt.policies.names()
     res = _annotated(tmp_path, ["none", *names, *(f"general:{n}" for n in ("nothing_saveable", "dots_saveable"))])
     assert res["general:nothing_saveable"]["peak"] == res["nothing_saveable"]["peak"], res
+
+
+# Issue 31: the FSDP wrappers (torch_xla FSDPv2 and XLA FSDP) refuse a module whose forward has no
+# ``__func__``; fsdp_xla's weights_by_reference replaced the root's forward with such a callable.
+@pytest.mark.parametrize("preset", ["none", "megatron_selective", "full", "fsdp_xla"])
+def test_root_forward_stays_the_bound_method_fsdp_wrappers_accept(preset):
+    import inspect
+
+    import torch
+    from torch import nn
+
+    import xla_ckpt
+    from xla_ckpt.models import llama_hf
+
+    def build():
+        torch.manual_seed(0)
+        return llama_hf(vocab_size=64, d_model=32, n_layer=2, n_head=4, seq_len=8)
+
+    model, ref = build(), build()
+    sig, keys = inspect.signature(model.forward), list(model.state_dict())
+    xla_ckpt.apply(model, preset)
+    xla_ckpt.apply(model, preset)  # a second apply adds nothing
+    fwd = model.forward
+    assert inspect.ismethod(fwd) and fwd.__self__ is model and fwd.__func__ is type(model).forward, fwd
+    assert fwd.__func__ is not nn.Module.forward  # torch_xla's FSDP check, verbatim in both wrappers
+    assert inspect.signature(fwd) == sig and "input_ids" in inspect.signature(fwd).parameters
+    assert list(model.state_dict()) == keys
+    assert len(model._forward_pre_hooks) == len(model._forward_hooks) == (preset == "fsdp_xla")
+    idx = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    for m in (model, copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        with xla_ckpt.saved_activations() as report:
+            loss = m(idx, labels=idx).loss
+        loss.backward()
+        # weights by reference did something: no parameter-derived copy kept (stock Linear's on CPU otherwise)
+        kinds = {e.kind for e in report.entries}
+        assert ("parameter copy" in kinds) == (preset != "fsdp_xla"), kinds
+    ref(idx, labels=idx).loss.backward()
+    for p, r in zip(model.parameters(), ref.parameters()):
+        assert p.grad is not None
+        torch.testing.assert_close(p.grad, r.grad)
+
+
+def test_by_reference_hooks_close_after_a_forward_that_raised():
+    import torch
+
+    import xla_ckpt
+    from xla_ckpt._hooks import saved
+    from xla_ckpt.models import llama_hf
+
+    model = llama_hf(vocab_size=64, d_model=32, n_layer=2, n_head=4, seq_len=8)
+    xla_ckpt.apply(model, "fsdp_xla")
+    with pytest.raises(IndexError):
+        model(torch.full((1, 4), 99))  # token id out of the embedding's range
+    assert saved.state.by_reference == 0
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None  # no saved-tensor hooks left
