@@ -13,7 +13,7 @@ STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
 .PHONY: bench bench-all bench-cpu test test-all test-newest test-newest-all install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench]'
 	touch $(STAMP)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # A second environment: torch $(NEWEST_TORCH) (CPU wheel), the test and bench extras, no torch_xla.
-$(STAMP_NEWEST): pyproject.toml
+$(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
 	$(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
 	touch $(STAMP_NEWEST)
