@@ -43,16 +43,23 @@ def test_pyproject_reads_the_version_from_the_package():
     assert PEP440.match(xla_ckpt.__version__), xla_ckpt.__version__
 
 
-def test_an_install_of_this_checkout_reports_the_same_version():
-    try:
-        dist = importlib.metadata.distribution("xla-ckpt")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("xla-ckpt is not installed (the tests import the checkout)")
+def _of_this_checkout(dist: importlib.metadata.Distribution) -> bool:
+    """An editable install of this checkout: its direct_url names it, or its metadata folder (the
+    egg-info setuptools writes beside the package) lies in it."""
     url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
-    if url.removeprefix("file://").rstrip("/") != str(ROOT):
-        pytest.skip(f"the installed xla-ckpt is not this checkout ({url or 'a wheel'})")
-    assert dist.version == xla_ckpt.__version__, (
-        f"installed metadata says {dist.version}, the package {xla_ckpt.__version__}: reinstall (`make install`)")
+    if url.removeprefix("file://").rstrip("/") == str(ROOT):
+        return True
+    folder = getattr(dist, "_path", None)  # PathDistribution: the .dist-info / .egg-info folder
+    return folder is not None and pathlib.Path(folder).resolve().parent == ROOT
+
+
+def test_an_install_of_this_checkout_reports_the_same_version():
+    ours = [d for d in importlib.metadata.distributions(name="xla-ckpt") if _of_this_checkout(d)]
+    if not ours:
+        pytest.skip("no install of this checkout (the tests import it from the working tree)")
+    for dist in ours:
+        assert dist.version == xla_ckpt.__version__, (
+            f"installed metadata says {dist.version}, the package {xla_ckpt.__version__}: reinstall (`make install`)")
 
 
 def test_the_changelog_has_a_section_for_this_version():
