@@ -6,6 +6,15 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The newest torch CI tests. torch 2.15.0, the newest release, is on PyPI only as a CUDA build (2.15.0+cu132
+# with nvidia-* and triton: 5.4 GB in a venv; no CPU wheel there). Measured here: a fresh venv downloads and
+# installs torch 2.15.0 alone in 92 s (no pip cache, load 3); the whole newest environment with the extras
+# in 731 s at load 11-12 (2.13.0, the CPU wheel on this disk: 318 s at load 5-10, 1.3 GB). Its fast tier
+# fails 7 tests of tests/test_compiled.py: under torch.compile on 2.15 a policy no longer sees xla_ckpt.tag
+# names (the compiled decisions have tag None where eager's have 'qkv'; gradients stay equal), so CI stays
+# on 2.13.0 until the compile layer reads tags there (`make test-newest NEWEST_TORCH=2.15.0` runs it).
+# pip on these machines is capped at torch<=2.14.1 by a constraints file in its configuration:
+# PIP_CONSTRAINT=/dev/null lifts the cap for this one install (the local wheel folders stay in use).
 NEWEST_TORCH ?= 2.13.0
 VENV_NEWEST  ?= .venv-newest
 PY_NEWEST    := $(VENV_NEWEST)/bin/python
@@ -20,10 +29,10 @@ $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 
 install: $(STAMP)
 
-# A second environment: torch $(NEWEST_TORCH) (CPU wheel), the test and bench extras, no torch_xla.
+# A second environment: torch $(NEWEST_TORCH), the test and bench extras, no torch_xla.
 $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
-	$(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
+	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
 	touch $(STAMP_NEWEST)
 
 # The headline: the default GPT on XLA:CPU, no checkpointing against torch_xla's checkpoint, torch SAC,
