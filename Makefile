@@ -76,14 +76,22 @@ test-all: $(STAMP)
 	$(MAKE) test-newest-all
 
 # The library's tests on the newest torch: XLA-only tests are deselected (torch_xla exists only
-# for torch 2.9), and so is the XLA case of the `device` fixture. test-newest: the fast tier;
-# test-newest-all: every tier.
+# for torch 2.9), and so is the XLA case of the `device` fixture. Its own inductor cache: two torch
+# versions' compiled kernels do not share one cache.
+NEWEST_ENV = TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest
 test-newest: $(STAMP_NEWEST)
-	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
 
-# Its own inductor cache: two torch versions' compiled kernels do not share one cache.
+# CI's newest-torch tier: the fast tier with the full fuzz profile (CPU programs are cheap: the whole
+# fuzz file costs about a minute of CPU), then the slow tests marked `newest`: the compiled ones
+# (tests/test_compiled.py, inductor codegen and the partitioner comparisons) and the compiled HF table
+# sampled (each architecture once, the presets in turn), the part of the library that changes most
+# between torch versions. The rest of the slow tier (the whole compiled HF table, the eager HF table,
+# the estimate matrix, budget sweeps, the end-to-end benchmarks, long runs, the wheel) runs in test-all
+# on torch 2.9; every feature is covered on both versions by the fast tier.
 test-newest-all: $(STAMP_NEWEST)
-	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and slow and newest" $(PYTEST_ARGS) tests
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) *.egg-info .pytest_cache
