@@ -68,11 +68,12 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.inductor-cache
 test: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS) tests
 
-# Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla, then on the newest torch.
+# Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla but the `newest_only`
+# cases, then the newest-torch tier (test-newest-all).
 # One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
 # both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
 test-all: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full $(PY) -m pytest -q -ra $(PYTEST_ARGS) tests
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full $(PY) -m pytest -q -ra -m "not newest_only" $(PYTEST_ARGS) tests
 	$(MAKE) test-newest-all
 
 # The library's tests on the newest torch: XLA-only tests are deselected (torch_xla exists only
@@ -83,15 +84,16 @@ test-newest: $(STAMP_NEWEST)
 	$(NEWEST_ENV) XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
 
 # CI's newest-torch tier: the fast tier with the full fuzz profile (CPU programs are cheap: the whole
-# fuzz file costs about a minute of CPU), then the slow tests marked `newest`: the compiled ones
-# (tests/test_compiled.py, inductor codegen and the partitioner comparisons) and the compiled HF table
-# sampled (each architecture once, the presets in turn), the part of the library that changes most
-# between torch versions. The rest of the slow tier (the whole compiled HF table, the eager HF table,
-# the estimate matrix, budget sweeps, the end-to-end benchmarks, long runs, the wheel) runs in test-all
-# on torch 2.9; every feature is covered on both versions by the fast tier.
+# fuzz file costs about a minute of CPU), then the slow tests marked `newest` (tests/test_compiled.py's:
+# inductor codegen, the partitioner comparisons) and `newest_only` (the compiled HF table's cases CI runs
+# here instead of on torch 2.9: each architecture once, the presets in turn; each (architecture, preset)
+# pair compiles once per CI run), the part of the library that changes most between torch versions. The
+# rest of the slow tier (the eager HF table, the estimate matrix, budget sweeps, the end-to-end
+# benchmarks, long runs, the wheel) runs in test-all on torch 2.9 only; every feature is covered on both
+# versions by the fast tier.
 test-newest-all: $(STAMP_NEWEST)
 	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
-	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and slow and newest" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and slow and (newest or newest_only)" $(PYTEST_ARGS) tests
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) *.egg-info .pytest_cache
