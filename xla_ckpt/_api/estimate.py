@@ -57,7 +57,7 @@ class Estimate:
 
 
 class _Flops(FlopCounterMode):
-    """torch's flop counter, plus the share counted while a region recomputes (``_saved.state.recompute``).
+    """torch's flop counter, plus the share counted while a region recomputes (``_hooks.saved.state.recompute``).
 
     Overrides the counter's per-op hook (``_count_flops``, torch 2.9) so the recompute total uses
     exactly the formulas and decompositions of the ``FlopCounterMode`` a user would run.

@@ -1,6 +1,6 @@
 """``memory_budget(fraction)``: keep at most a fraction of a region's bytes, recomputing as little as possible.
 
-A planning policy (see ``_plan``): at the end of each region's forward it chooses which ops to save
+A planning policy (see ``_policy.plan``): at the end of each region's forward it chooses which ops to save
 so that the bytes the region keeps (``RegionView.cost``: cached outputs backward reads, region inputs
 the replay reads) are at most ``fraction`` of what it keeps with every op saved (no checkpointing),
 minimising the recompute cost (matmul FLOPs, one unit per element for other ops), counting the ops
@@ -16,7 +16,7 @@ shapes, dataflow), so identical blocks and later steps reuse it; ``plan_cache_si
 
 torch's compiled equivalent is ``torch._functorch.config.activation_memory_budget`` (a whole-graph
 knob of the min-cut partitioner): under ``torch.compile`` this policy leaves the region unmarked and
-says so once (see ``_compiled``).
+says so once (see ``_compile.marks``).
 """
 
 from __future__ import annotations
