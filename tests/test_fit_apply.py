@@ -124,3 +124,14 @@ def test_fit_cli_writes_the_recommendation(tmp_path, capsys: pytest.CaptureFixtu
     assert not small.exists() and "nothing written" in capsys.readouterr().err
     assert main(args[:-1] + [str(tmp_path / "ckpt.yaml")]) == 2
     assert "give a path ending in .toml" in capsys.readouterr().err
+
+
+def test_fit_budgets_outside_the_range_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _llama().config.to_dict()
+    for bad in (0, 1.5, -0.25):
+        with pytest.raises(ValueError, match=r"fit: budgets are memory_budget fractions in \(0, 1\].*got " + repr(bad)):
+            fit(cfg, seq=SEQ, hbm_gib=1, budgets=(0.25, bad))
+    assert main(["fit", "--arch", "llama", "--hidden", "32", "--layers", "2", "--heads", "4", "--seq", "16",
+                 "--hbm-gib", "1", "--budgets", "0.5", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "in (0, 1]" in err and "got 0.0" in err

@@ -223,6 +223,10 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
     if min(seq, batch, chips, fsdp) < 1 or chips % fsdp:
         raise ValueError(f"fit: seq, batch, chips, fsdp must be >= 1 and fsdp must divide chips; got "
                          f"seq={seq} batch={batch} chips={chips} fsdp={fsdp}")
+    bad = [f for f in budgets if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1]
+    if bad:
+        raise ValueError(f"fit: budgets are memory_budget fractions in (0, 1] (0.25 keeps at most a quarter of "
+                         f"each block's bytes), got {', '.join(repr(f) for f in bad)}")
     if not 0 <= reserve < 1:
         raise ValueError(f"fit: reserve is a fraction of HBM in [0, 1), got {reserve!r}")
     hbm = CHIPS[chip].hbm_bytes if chip is not None else int(hbm_gib * GIB)  # type: ignore[operator]

@@ -39,9 +39,10 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
     """Keep at most ``fraction`` of the bytes a region keeps without checkpointing; recompute the least.
 
     Args:
-        fraction: 0..1 of the region's no-checkpointing bytes (0: keep as little as possible, 1: save
+        fraction: in (0, 1], the share of the region's no-checkpointing bytes it may keep (1: save
             everything backward reads). When even recomputing everything keeps more than the budget,
-            the plan keeping the fewest bytes is used.
+            the plan keeping the fewest bytes is used (so a small fraction keeps as little as possible).
+            0, a negative share, more than 1, NaN or a non-number is a ``ValueError`` naming the value.
 
     Example:
         >>> y = xla_ckpt.checkpoint(block, x, policy=policies.memory_budget(0.3))
@@ -58,8 +59,11 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
 
     def __post_init__(self) -> None:
         f = self.fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0.0 <= f <= 1.0) or math.isnan(f):
-            raise ValueError(f"memory_budget: fraction must be a number in [0, 1], got {f!r}")
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0.0 < f <= 1.0) or math.isnan(f):
+            # 0 is refused rather than read as "as little as possible": a budget of no bytes is a typo
+            # (a percentage, a missing digit) more often than a plan.
+            raise ValueError(f"memory_budget: fraction must be a number in (0, 1] (the share of the bytes the "
+                             f"region keeps without checkpointing), got {f!r}")
         object.__setattr__(self, "fraction", float(f))
 
     def __call__(self, call: OpCall) -> Decision:
