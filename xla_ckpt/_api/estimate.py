@@ -19,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
+from xla_ckpt._api.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._hooks.report import saved_activations
 from xla_ckpt._api.wrap import checkpointed
@@ -151,18 +152,20 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
     elif pol is not None:
         _wrap_blocks(shadow, pol)
     moved: dict[int, torch.Tensor] = {}  # one meta tensor per input tensor: an input passed twice stays one
+    known = KnownValues()  # integer values computable without data (HF's packed-sequence check reads one)
 
     def to_meta(a: Any) -> Any:
         if not isinstance(a, torch.Tensor):
             return a
         if id(a) not in moved:
             moved[id(a)] = _to_meta(a)
+            known.know(moved[id(a)], a)
         return moved[id(a)]
 
     args, kwargs = tree_map(to_meta, (args, kwargs))
     counter = _Flops()
     with torch.enable_grad():
-        with saved_activations() as report, counter:
+        with saved_activations() as report, counter, known:
             try:
                 out = shadow(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as e:
