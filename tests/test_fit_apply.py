@@ -135,3 +135,16 @@ def test_fit_budgets_outside_the_range_are_named(capsys: pytest.CaptureFixture[s
                  "--hbm-gib", "1", "--budgets", "0.5", "0"]) == 2
     err = capsys.readouterr().err
     assert "in (0, 1]" in err and "got 0.0" in err
+
+
+def test_fit_names_the_attention_kernel(roomy) -> None:  # noqa: ANN001
+    assert roomy.attention == "math" and "attention: math, math SDPA" in str(roomy) and "(the default;" in str(roomy)
+    flash = fit(_llama().config.to_dict(), seq=SEQ, batch=BATCH, hbm_gib=1.0, param_dtype="fp32", xla=False,
+                budgets=(0.25,), reserve=0.0, attention="flash")
+    assert "attention: flash, a fused kernel" in str(flash) and '"attention": "flash"' in flash.to_json()
+    rows = {r.policy: r for r in flash.rows}
+    math_rows = {r.policy: r for r in roomy.rows}
+    assert rows["none"].activation_bytes < math_rows["none"].activation_bytes
+    assert rows["full"].activation_bytes == math_rows["full"].activation_bytes  # only block inputs: no attention
+    with pytest.raises(ValueError, match=r"fit: attention='pallas'; allowed: 'math', 'flash'"):
+        fit(_llama().config.to_dict(), seq=SEQ, hbm_gib=1, attention="pallas")

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Optional
 
+from xla_ckpt._api.attention import ATTENTION
 from xla_ckpt._api.chips import CHIPS
 from xla_ckpt._api.config_dump import to_toml
 from xla_ckpt._api.fit import DECODERS, DEFAULT_BUDGETS, DTYPES, arch_config, fit
@@ -48,6 +49,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--fsdp", type=int, default=None, help="FSDP sharding degree (default: --chips; 1: replicated)")
     p.add_argument("--budgets", type=float, nargs="*", default=list(DEFAULT_BUDGETS),
                    help="memory_budget fractions to try besides the presets")
+    p.add_argument("--attention", choices=list(ATTENTION), default="math",
+                   help="attention kernel the activations are estimated with: " + "; ".join(
+                       f"{k}: {v}" for k, v in ATTENTION.items()) + " (default: math)")
     p.add_argument("--reserve", type=float, default=0.05, help="fraction of HBM kept free (default 0.05)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--write", metavar="PATH.toml", help="write the recommended config as TOML (what "
@@ -62,7 +66,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             a.arch, a.hidden, a.layers, a.heads, a.kv_heads, a.mlp, a.vocab, a.seq, a.head_dim)
         report = fit(config, seq=a.seq, batch=a.batch, chips=a.chips, chip=a.chip, hbm_gib=a.hbm_gib,
                      param_dtype=a.param_dtype, optim_dtype=a.optim_dtype, fsdp=a.fsdp, budgets=a.budgets,
-                     reserve=a.reserve, xla=True if a.xla else None)
+                     reserve=a.reserve, xla=True if a.xla else None, attention=a.attention)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
