@@ -96,7 +96,7 @@ class ReplayMode(TorchDispatchMode):
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
             # Nothing backward needs comes from this op: a stand-in, never read (checked below). XLA
-            # (no spec): run lazily, nothing executes it; only a random op there must not (``_retain``).
+            # (no spec): run lazily, nothing executes it; only a random op there must not (``retain.py``).
             out = stand_in(rec.spec) if rec.spec is not None else func(*args, **kwargs)
             made = tensors(out)
             self.stand_ins.extend(made)
