@@ -173,7 +173,7 @@ def on(device: torch.device, model: nn.Module, batch: dict[str, Any]) -> tuple[n
     return model.to(device), {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def row(name: str, device: torch.device, presets: tuple[str, ...] = PRESETS) -> dict[str, str]:
+def row(name: str, device: torch.device, presets: tuple[str, ...] = PRESETS, own: bool = True) -> dict[str, str]:
     """{column: cell} for one model on one device: max grad difference / bytes kept vs no checkpointing."""
     base, batch, loss_fn = MODELS[name]()
     model, b = on(device, copy.deepcopy(base), batch)
@@ -184,7 +184,7 @@ def row(name: str, device: torch.device, presets: tuple[str, ...] = PRESETS) -> 
         report = xla_ckpt.apply(model, preset)
         got = step(model, b, loss_fn, device)
         cells[preset] = f"{compare(ref, got):.1e} / x{got[3] / ref[3]:.2f} ({len(report.wrapped)})"
-    if device.type == "cpu":
+    if own and device.type == "cpu":
         model, b = on(device, copy.deepcopy(base), batch)
         own_checkpointing(name, model)
         got = step(model, b, loss_fn, device)
