@@ -15,12 +15,13 @@ STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench]'
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# A second environment: torch $(NEWEST_TORCH) (CPU wheel), the test and bench extras, no torch_xla.
+# A second environment: torch $(NEWEST_TORCH) (CPU wheel), the test and bench extras, no torch_xla, no
+# vision extra (timm's torchvision from PyPI does not load beside torch+cpu: tests/test_vision.py skips).
 $(STAMP_NEWEST): pyproject.toml
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
 	$(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'

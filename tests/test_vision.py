@@ -21,6 +21,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import vision  # noqa: E402  (bench/ is scripts, not a package)
 
 
+WITHOUT = ("not installed: `pip install -e '.[vision]'` (make install does; the newest-torch venv goes without it, "
+           "see pyproject.toml)")
+
+
+def _need(*mods: str) -> None:
+    for mod in mods:
+        pytest.importorskip(mod, reason=f"{mod} {WITHOUT}")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
     with forgetting():
@@ -112,7 +121,8 @@ def test_find_blocks_takes_every_stage_and_reports_what_it_left_out():
 
 
 def test_find_blocks_timm_staged_models():
-    timm = pytest.importorskip("timm")
+    _need("timm")
+    import timm
     for name, count, cls in [("resnet18", 8, "BasicBlock"), ("convnext_atto", 12, "ConvNeXtBlock"),
                              ("efficientnet_b0", 15, "InvertedResidual")]:
         model = timm.create_model(name, pretrained=False)
@@ -123,7 +133,7 @@ def test_find_blocks_timm_staged_models():
 
 
 def test_timm_checkpointing_is_turned_off_by_apply():
-    pytest.importorskip("timm")
+    _need("timm")
     base, batch, loss_fn = vision.timm_vit()
     model = copy.deepcopy(base)
     model.set_grad_checkpointing(True)
@@ -139,7 +149,7 @@ def test_checkpointed_twice_is_recomputed_once(reentrant):
     """timm's checkpointing turned on after apply: its checkpoint_seq wraps our blocks. They run plainly
     inside torch's checkpoint (recomputed once, by torch), its flag is turned off, and from the next step
     on only xla_ckpt recomputes. Matmuls in backward: no more than either alone."""
-    pytest.importorskip("timm")
+    _need("timm")
     from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 
     base, batch, loss_fn = vision.timm_vit()
@@ -190,8 +200,7 @@ def test_model_table_is_exact():
     (loss, grads, buffers: BatchNorm's cumulative average too) and keep fewer bytes; timm's ResNet also on
     XLA:CPU. ``names`` keeps what ``full`` keeps on these untagged models and ``fsdp_xla`` what
     ``megatron_selective`` keeps on CPU: the table has them, the test leaves them out (CI time)."""
-    for mod in ("timm", "diffusers", "transformers"):
-        pytest.importorskip(mod)
+    _need("timm", "diffusers", "transformers")
     presets = ("full", "megatron_selective", "dots")
     for name in vision.MODELS:
         cells = vision.row(name, torch.device("cpu"), presets=presets, own=False)
