@@ -134,8 +134,11 @@ def own_checkpointing(name: str, model: nn.Module) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
 
 
+Named = list[tuple[str, torch.Tensor]]
+
+
 def step(model: nn.Module, batch: dict[str, Any], loss_fn: Callable[..., torch.Tensor],
-         device: torch.device) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]], int]:
+         device: torch.device) -> tuple[torch.Tensor, Named, Named, int]:
     """One training step: loss, named grads, named buffers after it (on CPU), bytes kept for backward."""
     torch.manual_seed(5)
     if device.type == "xla":

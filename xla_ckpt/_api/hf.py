@@ -1,4 +1,5 @@
-"""Hugging Face conventions: caches off in training, HF's own checkpointing off, block classes, hints.
+"""Hugging Face conventions: caches off in training, HF's own checkpointing off (diffusers' and timm's
+too), block classes, hints.
 
 Nothing here imports ``transformers``: HF models are recognised by their attributes
 (``_no_split_modules``, ``gradient_checkpointing``, a ``GradientCheckpointingLayer`` base class), so
@@ -195,8 +196,18 @@ def turn_off_own_checkpointing(root: nn.Module, who: str) -> list[str]:
     Hugging Face's and diffusers' flag is ``gradient_checkpointing``; timm's is ``grad_checkpointing``
     (what ``set_grad_checkpointing(False)`` sets, on the model or on its stages). Two layers of
     checkpointing would recompute twice (timm's reentrant ``checkpoint_seq`` around our regions: each
-    block recomputed by torch, then again by us), and ``torch.utils.checkpoint`` fails on XLA. Returns
-    the names of the modules whose flag was on.
+    block recomputed by torch, then again by us), and ``torch.utils.checkpoint`` fails on XLA.
+
+    Args:
+        root: the model (every module below it is looked at).
+        who: the entry point named in the notice (``"apply"``, ``"checkpointed"``).
+
+    Returns the names of the modules whose flag was on ("" for ``root``).
+
+    Example:
+        >>> vit.set_grad_checkpointing(True)
+        >>> turn_off_own_checkpointing(vit, "apply")  # warns once for VisionTransformer
+        ['']
     """
     names: list[str] = []
     for attr, kind, how in _OWN_FLAGS:
@@ -220,7 +231,8 @@ def turn_off_own_checkpointing(root: nn.Module, who: str) -> list[str]:
 # (flag attribute, whose, what turns it on)
 _OWN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("gradient_checkpointing", "Hugging Face",
-     "gradient_checkpointing_enable()/activation_checkpointing_enable() (or diffusers' enable_gradient_checkpointing())"),
+     "gradient_checkpointing_enable()/activation_checkpointing_enable() "
+     "(or diffusers' enable_gradient_checkpointing())"),
     ("grad_checkpointing", "timm", "set_grad_checkpointing()"),
 )
 OWN_FLAGS = tuple(attr for attr, _, _ in _OWN_FLAGS)
