@@ -210,6 +210,10 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     xla = [n for n in args.xla.split(",") if n]
+    if xla:  # before the first backward of the process (a CPU backward first breaks XLA's autograd queues)
+        import torch_xla
+
+        torch_xla.device()
     for name in args.models.split(","):
         devices = [torch.device("cpu")]
         if name in xla:

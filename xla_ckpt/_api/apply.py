@@ -13,7 +13,7 @@ from torch import nn
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._api import hf as _hf
-from xla_ckpt._api.blocks import blocks_left_out, find_blocks, why_no_blocks
+from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
@@ -128,8 +128,8 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
                          weights_by_reference=cfg.weights_by_reference)
     blocks: frozenset[str] = frozenset()
     if any(r.blocks for r in cfg.checkpoint):
-        blocks = frozenset(find_blocks(model))
-        report.blocks_left_out = blocks_left_out(model)
+        found, report.blocks_left_out = blocks_and_left_out(model)
+        blocks = frozenset(found)
     for i, rule in enumerate(cfg.checkpoint):
         matched = [(n, m) for n, m in named if _matches(rule, n, m, blocks)]
         if not matched:

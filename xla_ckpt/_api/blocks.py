@@ -13,7 +13,7 @@ from torch import nn
 
 from xla_ckpt._api import hf as _hf
 
-__all__ = ["find_blocks", "blocks_left_out", "why_no_blocks"]
+__all__ = ["find_blocks", "blocks_left_out", "blocks_and_left_out", "why_no_blocks"]
 
 _CONTAINERS = (nn.ModuleList, nn.Sequential)
 # Children of these classes are plain groupings of layers, no block class of their own.
@@ -175,6 +175,11 @@ def blocks_left_out(model: nn.Module) -> list[str]:
     another block), and other block classes not taken (fewer than half as many as the most numerous).
     """
     return _find(model)[1]
+
+
+def blocks_and_left_out(model: nn.Module) -> tuple[list[str], list[str]]:
+    """``(find_blocks(model), blocks_left_out(model))`` in one search (what ``apply`` reports)."""
+    return _find(model)
 
 
 def _find(model: nn.Module) -> tuple[list[str], list[str]]:
