@@ -5,11 +5,14 @@ engines before: matmuls, activations, norms, dropout and other random ops, views
 fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
 tags, Python-side state read by fn (a scale, a tensor constant built from it), tensors from outside fn
 read through views, tuple/dict outputs,
-keyword arguments, inputs without grad and a frozen parameter; tensors made inside the region
+keyword arguments, inputs without grad, an unused and an int64 region input, a frozen parameter;
+tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
 ``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
 modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too.
+Policies (``policy_specs``) decide by name, by op, by the op's position in the region, by its output's
+values, or plan the whole region, alone or combined.
 ``run`` executes one program (its forward inside the library's saved-tensor hooks, a parameter or
 input modified after it, as drawn), returns everything the comparison needs (each forward output
 among them), and reports an exception instead of raising it.
@@ -20,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -119,7 +123,72 @@ class TablePolicy:
 
 
 _PACKETS = [aten.mm, aten.addmm, aten.sin, aten.tanh, aten.gelu, aten.native_layer_norm, aten._softmax,
-            aten.native_dropout, aten.rand_like, aten.mul, aten.add, aten.cat, aten.index_select, aten.bmm]
+            aten.native_dropout, aten.rand_like, aten.mul, aten.add, aten.cat, aten.index_select, aten.bmm, aten.div]
+
+
+# Policies that decide by position or by value (issue 28: on XLA, saving the div and mul after a dropout
+# left its mask unread, and the replay drew it again). They count the calls of one region: ``run``
+# restarts every such policy before it runs a program.
+_COUNTING: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+@dataclass(frozen=True, eq=False)
+class PositionPolicy:
+    """A random per-position policy: the n-th call of an op packet in the region (from 1) decides."""
+
+    table: tuple[tuple[Any, int, Decision], ...]
+    default: Decision
+    seen: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        _COUNTING.add(self)
+
+    def restart(self) -> None:
+        self.seen.clear()
+
+    def __call__(self, call: OpCall) -> Decision:
+        packet = call.op.overloadpacket
+        n = self.seen[packet] = self.seen.get(packet, 0) + 1
+        for p, k, decision in self.table:
+            if p is packet and k == n:
+                return decision
+        return self.default
+
+
+@dataclass(frozen=True, eq=False)
+class ValuePolicy:
+    """A random per-value policy: a floating output of ``packets`` whose mean is above ``threshold`` gets
+    ``above``, the others ``below``; other ops ``default``. At most ``READS`` reads per region: on XLA
+    each one runs the graph traced so far (the fuzz's cost)."""
+
+    packets: tuple[Any, ...]
+    threshold: float
+    above: Decision
+    below: Decision
+    default: Decision
+    reads: list = field(default_factory=list, repr=False)
+    READS = 3
+
+    def __post_init__(self) -> None:
+        _COUNTING.add(self)
+
+    def restart(self) -> None:
+        self.reads.clear()
+
+    def __call__(self, call: OpCall) -> Decision:
+        out = call.out
+        if (call.op.overloadpacket in self.packets and isinstance(out, torch.Tensor) and out.is_floating_point()
+                and len(self.reads) < self.READS):
+            self.reads.append(float(out.detach().float().mean()))
+            return self.above if self.reads[-1] > self.threshold else self.below
+        return self.default
+
+
+def _restart_counting() -> None:
+    for policy in list(_COUNTING):
+        policy.restart()
+
+
 _EXAMPLE = {
     "save_only_these_names": {"names": ["qkv", "up"]},
     "save_any_names_but_these": {"names": ["attn"]},
@@ -154,8 +223,17 @@ def policy_specs(draw: Callable[..., Any]) -> Any:
     if choice == 4:  # region planning at a drawn budget (the engine applies its plan at the end of forward)
         return policies.memory_budget(draw(st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.8, 1.0])))
     decisions = st.sampled_from([Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE])
-    table = tuple((p, draw(decisions)) for p in draw(st.lists(st.sampled_from(_PACKETS), unique=True, max_size=6)))
-    table_policy = TablePolicy(table, draw(decisions))
+    by = draw(st.sampled_from(["op", "position", "value"]))
+    if by == "position":
+        cells = draw(st.lists(st.tuples(st.sampled_from(_PACKETS), st.integers(1, 3)), unique=True, max_size=8))
+        table_policy: Any = PositionPolicy(tuple((p, n, draw(decisions)) for p, n in cells), draw(decisions))
+    elif by == "value":
+        packets = tuple(draw(st.lists(st.sampled_from(_PACKETS), unique=True, min_size=1, max_size=4)))
+        table_policy = ValuePolicy(packets, draw(st.sampled_from([-0.5, 0.0, 0.5])), draw(decisions),
+                                   draw(decisions), draw(decisions))
+    else:
+        table = tuple((p, draw(decisions)) for p in draw(st.lists(st.sampled_from(_PACKETS), unique=True, max_size=6)))
+        table_policy = TablePolicy(table, draw(decisions))
     if choice == 2:
         return table_policy
     other = draw(st.sampled_from(_PER_OP))
@@ -229,7 +307,7 @@ def _global_hook(mods: dict[str, torch.nn.Module], log: list) -> Any:
 
 def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter,
           mods: Optional[dict[str, torch.nn.Module]] = None) -> Callable[..., Any]:
-    def fn(a: torch.Tensor, *, b: torch.Tensor) -> Any:
+    def fn(a: torch.Tensor, *, b: torch.Tensor, unused: Any = None, ids: Optional[torch.Tensor] = None) -> Any:
         pool: list[torch.Tensor] = [a, b]
         fresh = [False, False]  # pool[i] is an intermediate made by fn (not an input)
         for s in steps:
@@ -266,7 +344,8 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = torch.cat([right, left], dim=1)
             elif k == "index":
                 idx = torch.tensor(INDEX, device=x[0].device)
-                y = [lambda t: t.index_select(0, idx), lambda t: t.gather(1, idx.expand(N, N)), lambda t: t[idx]][s.variant](x[0])
+                rows = idx if ids is None else ids  # the region's int64 input (issue 28)
+                y = [lambda t: t.index_select(0, idx), lambda t: t.gather(1, idx.expand(N, N)), lambda t: t[rows]][s.variant](x[0])
             elif k == "tag_last":
                 xla_ckpt.tag(pool[-1], NAMES[s.variant])
                 continue
@@ -513,7 +592,7 @@ class Outcome:
     error: Optional[BaseException]
     values: list[torch.Tensor]  # each output, loss, grad of a, grads of params, b (None -> absent)
     names: list[str]
-    rng: Any
+    rng: Any  # (CPU generator state, torch_xla's running seed or None), read after backward
 
 
 # The library's saved-tensor hooks around the forward, with or without a region: autograd skips its
@@ -599,6 +678,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
     backward inside the dispatch mode ``outer`` (``OUTER``)."""
     policy = _saving_pair(steps, policy)
+    _restart_counting()
     _PHASE["reruns"] = 0
     gen = torch.Generator().manual_seed(7)
     params = {
@@ -610,6 +690,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     a_leaf = torch.randn(N, N, generator=gen).to(device).requires_grad_()
     b = torch.randn(N, N, generator=gen).to(device)
     cot = torch.randn(3, N, N, generator=gen).to(device)
+    # The region also takes a tensor it never reads and an int64 one (issue 28's region did).
+    extra = {"unused": torch.randn(N, 2, generator=gen).to(device), "ids": torch.tensor(INDEX).to(device)}
     log: list[torch.Tensor] = []
     mods = _modules(gen, device, log)
     fn = _body(steps, params, _Counter(), mods)
@@ -620,7 +702,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
         try:
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
             with _hooks(hooks), _global_hook(mods, log):
-                out = fn(a, b=b) if policy is None else xla_ckpt.checkpoint(fn, a, b=b, policy=policy, verify=verify)
+                out = fn(a, b=b, **extra) if policy is None else xla_ckpt.checkpoint(
+                    fn, a, b=b, **extra, policy=policy, verify=verify)
             if after is not None:
                 with torch.no_grad():
                     {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
@@ -634,6 +717,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                         loss.backward()
                 finally:
                     _PHASE["backward"] = False
+            # torch_xla's seed before the sync: a sync derives the next one from the base seed alone,
+            # so a draw too many in backward (issue 28) no longer shows after it. Reading draws nothing.
+            xla_rng = _xla_rng(device)
             _sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError
             return Outcome(e, [], names, None)
@@ -654,7 +740,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
         for n, t in mods[k].named_buffers():
             names.append(f"{k}.{n}")
             values.append(t)
-    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names, _rng(device))
+    return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names,
+                   (torch.get_rng_state(), xla_rng))
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:
@@ -669,12 +756,12 @@ def _seed(device: torch.device) -> None:
         xm.set_rng_state(1234, device)
 
 
-def _rng(device: torch.device) -> Any:
+def _xla_rng(device: torch.device) -> Any:
     if device.type == "xla":
         import torch_xla.core.xla_model as xm
 
-        return (torch.get_rng_state(), xm.get_rng_state(device))
-    return (torch.get_rng_state(), None)
+        return xm.get_rng_state(device)
+    return None
 
 
 def _sync(device: torch.device) -> None:

@@ -8,8 +8,8 @@ marks land on the joint graph (``node.meta["recompute"]``) and the min-cut parti
 them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
 
 On XLA (``backend="openxla"``) a compile of a region also gets, for that compile only
-(``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
-none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
+(``_base.compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
+none), and the fenced min-cut (``_compile.fence``) that ties each recomputed chain to its gradient.
 Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
 A region Dynamo cannot trace (a graph break inside it) runs in the lazy engine there (``_torch_checkpoint``).
 

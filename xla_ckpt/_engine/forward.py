@@ -188,6 +188,8 @@ class Forward:
             # running module or the checkpointed one; None for any other (a closure).
             self.xla_outside_write(buffer_key(new), lambda: old)
         self.state.writing(key, lambda i: old)
+        if self.recorder is not None:
+            self.recorder.refuse("fn writes in place")
 
     def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
         """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
@@ -202,8 +204,6 @@ class Forward:
             key = buffer_key(t)
             if key not in producer:
                 self.xla_outside_write(key, lambda: t.clone())
-        if self.recorder is not None:
-            self.recorder.refuse("fn writes in place")
 
     def on_xla_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
@@ -353,7 +353,7 @@ class ForwardMode(TorchDispatchMode):
         finally:
             self.busy = False
         # A factory op (or a copy from the CPU) on XLA: fn must get the tensor torch_xla gives it
-        # outside the mode, or its views read the wrong elements (see _xla_state). The record keeps
+        # outside the mode, or its views read the wrong elements (see _base.xla_state). The record keeps
         # the tensor under the wrapper, the one later ops reach the mode with. (A plain tensor off
         # XLA, the common case, skips the call: the per-op budget of tests/test_trace_cost.py.)
         return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)

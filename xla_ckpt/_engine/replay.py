@@ -86,7 +86,7 @@ class ReplayMode(TorchDispatchMode):
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
                 f"than in forward ({bad}). {hint(func, rec.module)}"
             )
-        # A factory op on XLA: fn gets a functional tensor, as in forward (see _xla_state.lift).
+        # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
         return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
 
@@ -95,8 +95,9 @@ class ReplayMode(TorchDispatchMode):
         if rec.decision is not RECOMPUTE:  # SAVE or OFFLOAD: the forward's value
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
-            # Nothing backward needs comes from this op: a stand-in, never read (checked below).
-            out = stand_in(rec.spec)
+            # Nothing backward needs comes from this op: a stand-in, never read (checked below). XLA
+            # (no spec): run lazily, nothing executes it; only a random op there must not (``_retain``).
+            out = stand_in(rec.spec) if rec.spec is not None else func(*args, **kwargs)
             made = tensors(out)
             self.stand_ins.extend(made)
             for t in made:
@@ -143,7 +144,7 @@ class ReplayMode(TorchDispatchMode):
 
     def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
         cached = self.region.cached(pos, func, rec)
-        if self.verify:
+        if self.verify and (rec.draw is not None or not rec.info.random):  # XLA: kept, never redrawn
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached
@@ -160,7 +161,7 @@ class ReplayMode(TorchDispatchMode):
     def _run(func: Any, args: tuple, kwargs: dict, rec: Record) -> Any:
         if rec.draw is None:
             return func(*args, **kwargs)
-        # Each random op draws from the state it drew from in forward (see _replay_state.Draw).
+        # Each random op draws from the state it drew from in forward (see _ir.replay_state.Draw).
         out, matched = rec.draw.replay(lambda: func(*args, **kwargs))
         if not matched:
             raise CheckpointError(

@@ -4,7 +4,7 @@ The forward caches every output the policy keeps. At the end of forward (``regio
 the region knows everything backward can read, and keeps only that: a planning policy decides its
 positions over the whole region (``plan``); outputs nothing reads are dropped, dead ops are marked
 so the replay skips them, inputs backward never reads are let go (``keep_only_live``, using
-``_liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
+``_ir.liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
 fewer bytes (``_promote``), and a multi-output op keeps only the outputs something reads.
 """
 
@@ -47,13 +47,14 @@ def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[
 
 
 def _demote(region: RegionState, pos: int) -> None:
-    """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins)."""
+    """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins,
+    XLA a random op's: see ``_undrawn``)."""
     cached = region.cache[pos][0]
-    region.demote(pos, None if region.on_xla else spec_of(cached))
+    region.demote(pos, spec_of(cached) if not region.on_xla or region.records[pos].info.random else None)
 
 
 def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
-    """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs.
+    """Drop what backward cannot read (see ``_ir.liveness``): cached outputs, dead ops, unread inputs.
 
     Returns the positions the replay runs (None: all of them).
     """
@@ -64,12 +65,14 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     if not region.on_xla:
         lv = _promote(region, flow, early, saved, lv)
     for pos in list(region.cache):
-        if pos not in lv.cached:
+        if pos not in lv.cached and (not region.on_xla or _undrawn(region, pos)):
             _demote(region, pos)
     for pos, rec in enumerate(region.records):
         if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
             region.dead(pos)
-    if not region.on_xla:
+    if region.on_xla:
+        _dead_after_undrawn(region, flow, lv)
+    else:
         _prune_outputs(region, flow.read_keys(lv, region.packed_keys))
     if flow.shared_inputs:
         return lv.live
@@ -78,6 +81,35 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     if unread:
         region.drop_inputs(unread)
     return lv.live
+
+# XLA keeps every random op's output from the forward (torch_xla's seed cannot be put back). One
+# that backward never reads is dropped like any other output, and becomes a dead position: the
+# general replay hands out a stand-in for it instead of running it, which would draw once more from
+# torch_xla's seed. The draw itself is traced, never executed, and changes no value or gradient, but
+# every later random op of the step (another micro-batch's dropout) drew other numbers than without
+# the library (issue 28: after backward the seed was one update, ``s * 214013 + 2531011``, further).
+# The recomputed ops after it that read it are dead too (nothing backward reads depends on them):
+# on XLA they run as before (XLA drops what nothing reads), their outputs marked as stand-ins, so a
+# live op or a saved tensor reading one is an error, never a value.
+
+
+def _undrawn(region: RegionState, pos: int) -> bool:
+    """XLA: whether cached position ``pos`` may be dropped (a random op's only with a stand-in's spec)."""
+    rec = region.records[pos]
+    return not rec.info.random or spec_of(region.cache[pos][0]) is not None
+
+
+def _dead_after_undrawn(region: RegionState, flow: Dataflow, lv: Any) -> None:
+    """XLA: the recomputed positions that read a dropped random op's output (through others) are dead."""
+    records = region.records
+    dead = {p for p, rec in enumerate(records) if not rec.live}  # on XLA: dropped random ops only
+    if not dead:
+        return
+    for p in range(min(dead) + 1, len(records)):
+        if records[p].live and p not in lv.live and p not in lv.cached and not dead.isdisjoint(flow.deps[p]):
+            region.dead(p)
+            dead.add(p)
+
 
 def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
     """Keep an op's output instead of what recomputing it needs, where that keeps fewer bytes.
