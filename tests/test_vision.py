@@ -201,7 +201,7 @@ def test_model_table_is_exact():
     the unwrapped model on CPU (loss, grads, buffers: BatchNorm's cumulative average too) and keep fewer
     bytes; timm's ResNet also on XLA:CPU. ``names`` keeps what ``full`` keeps on these untagged models,
     ``fsdp_xla`` and ``dots`` run the same blocks with other policies: the table has them, this test
-    leaves them out (CI time: 30 s here at load 4, 75 s with ``dots``)."""
+    leaves them out (CI time: 30 s here at load 4)."""
     _need("timm", "diffusers", "transformers")
     presets = ("full", "megatron_selective")
     for name in vision.MODELS:
