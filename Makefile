@@ -29,12 +29,14 @@ STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
 $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench]'
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# A second environment: torch $(NEWEST_TORCH), the test and bench extras, no torch_xla.
+# A second environment: torch $(NEWEST_TORCH), the test and bench extras, no torch_xla, no
+# vision extra (PyPI's torchvision is built for CUDA torch and does not load beside 2.13.0's CPU wheel;
+# tests/test_vision.py skips).
 $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
 	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
