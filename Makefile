@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # with nvidia-* and triton: 5.4 GB in a venv; no CPU wheel there). Measured here: a fresh venv downloads and
 # installs torch 2.15.0 alone in 92 s (no pip cache, load 3); the whole newest environment with the extras
 # in 731 s at load 11-12 (2.13.0, the CPU wheel on this disk: 318 s at load 5-10, 1.3 GB). Its fast tier
-# failed 8 tests, since fixed (issue 33): 7 of tests/test_compiled.py (2.15 traces a 3-D Linear's reshape as
+# failed 8 tests, since fixed (issue 33): 7 of tests/integration/compile/test_compiled.py (2.15 traces a 3-D Linear's reshape as
 # _unsafe_view, which hid xla_ckpt.tag names from compiled policies) and test_estimate's Mixtral case
 # (estimate() now runs exactly on the meta device there). CI stays on 2.13.0, the cheap install
 # (`make test-newest NEWEST_TORCH=2.15.0` runs 2.15.0).
@@ -36,7 +36,7 @@ install: $(STAMP)
 
 # A second environment: torch $(NEWEST_TORCH), the test and bench extras, no torch_xla, no
 # vision extra (PyPI's torchvision is built for CUDA torch and does not load beside 2.13.0's CPU wheel;
-# tests/test_vision.py skips).
+# tests/integration/hf/test_vision.py skips).
 $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
 	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench]' 'torch==$(NEWEST_TORCH)'
@@ -96,7 +96,7 @@ test-newest: $(STAMP_NEWEST)
 	$(NEWEST_ENV) XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
 
 # CI's newest-torch tier: the fast tier with the full fuzz profile (CPU programs are cheap: the whole
-# fuzz file costs about a minute of CPU), then the slow tests marked `newest` (tests/test_compiled.py's:
+# fuzz file costs about a minute of CPU), then the slow tests marked `newest` (tests/integration/compile/test_compiled.py's:
 # inductor codegen, the partitioner comparisons) and `newest_only` (the compiled HF table's cases CI runs
 # here instead of on torch 2.9: each architecture once, the presets in turn; each (architecture, preset)
 # pair compiles once per CI run), the part of the library that changes most between torch versions. The

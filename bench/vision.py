@@ -11,7 +11,7 @@ against the unwrapped model's, and against the family's own checkpointing (diffu
 
     PJRT_DEVICE=CPU python bench/vision.py [--xla timm_resnet,hf_vit] [--markdown]
 
-``tests/test_vision.py`` imports the builders and :func:`step` (bench/ is never imported by the library).
+``tests/integration/hf/test_vision.py`` imports the builders and :func:`step` (bench/ is never imported by the library).
 """
 
 from __future__ import annotations

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils._pytree import tree_leaves
+
+# The repository's root and the subprocess probes, wherever a test file sits in the tests tree.
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBES_DIR = os.path.join(ROOT_DIR, "tests", "probes")
 
 
 def grads_of(

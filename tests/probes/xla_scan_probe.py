@@ -1,6 +1,6 @@
 """Run GPT blocks on XLA:CPU through scan (or unrolled) as ONE graph and print its compiled peak.
 
-Used by tests/test_scan.py in a fresh process per variant (XLA_FLAGS is read once per process):
+Used by tests/integration/xla/test_scan.py in a fresh process per variant (XLA_FLAGS is read once per process):
     python tests/probes/xla_scan_probe.py VARIANT DUMP_DIR [--layers N]
 VARIANT: ``unrolled``, ``scan_plain`` (torch_xla's scan, no checkpointing) or ``scan:POLICY``.
 Prints one JSON line: {"peak": bytes, "grads": [...abs sums...], "trace_compile_s": seconds}.

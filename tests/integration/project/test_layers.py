@@ -7,12 +7,14 @@ under ``TYPE_CHECKING`` alike (a type-level import of an upper layer is the same
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import ast
 import pathlib
 from typing import Iterator, Optional
 
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "xla_ckpt"
+ROOT = pathlib.Path(ROOT_DIR) / "xla_ckpt"
 
 # Bottom to top. A module may import its own layer (without a cycle) and every layer below. "": the
 # public modules (``xla_ckpt``, ``policies``, the example models); ``_cli`` (``python -m xla_ckpt``)

@@ -8,13 +8,15 @@ with inductor (`torch.compile`) the ``slow`` mark. A block not meant to run is f
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import re
 import warnings
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(ROOT_DIR)
 README_MAX_LINES = 250  # issue 21: a README a newcomer reads in five minutes
 
 

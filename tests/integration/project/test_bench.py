@@ -6,6 +6,8 @@ produced numbers, interleaved in one process); the arithmetic is tested on made-
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import json
 import os
 import re
@@ -17,7 +19,7 @@ import torch
 
 from xla_ckpt._base import xla_dump as _xla_dump
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
 
 import compiled  # noqa: E402

@@ -11,6 +11,8 @@ still happens, so a torch_xla that fixes one turns them red (then test the real 
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import json
 import os
 import subprocess
@@ -18,7 +20,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 PROBE = os.path.join(ROOT, "tests", "probes", "openxla_spmd_probe.py")
 # The lazy SPMD reference against one unsharded CPU process: a few ulps of the largest grad (4.8e-7
 # measured); collectives sum in another order than one process does. Same constant as test_sharded.py.

@@ -8,13 +8,15 @@ and runs in the fast tier. It reads:
 - README.md and docs/*.md (docs/notes/ holds working notes and CHANGELOG.md history: both may name
   what no longer exists).
 
-A reference is a path under the repository (``xla_ckpt/_engine/replay.py``, ``tests/test_fuzz.py``), a
+A reference is a path under the repository (``xla_ckpt/_engine/replay.py``, ``tests/fuzz/test_fuzz.py``), a
 module path inside the package (``_engine/replay.py``), a dotted name (``_ir.replay_state.Fence``,
 ``xla_ckpt.policies.offload``), or one of the flat module names the layering (issue 21) removed
 (``_replay_state``, ``_compiled.py``): those are never right any more.
 """
 
 from __future__ import annotations
+
+from helpers import ROOT_DIR
 
 import importlib
 import io
@@ -25,7 +27,7 @@ from typing import Iterator
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 PACKAGE = ROOT / "xla_ckpt"
 LAYERS = ("_base", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_cli")
 # The wheel ships policies/ as xla_ckpt/presets/ (pyproject's package-dir).
@@ -132,7 +134,7 @@ def problems(texts) -> list[str]:
                     out.append(f"{where}: {m.group(1)} does not resolve")
             for m in OLD_NAME.finditer(s):
                 if m.group(1) in REMOVED:
-                    out.append(f"{where}: {m.group(1)} is a module the layering removed (see tests/test_layers.py "
+                    out.append(f"{where}: {m.group(1)} is a module the layering removed (see tests/integration/project/test_layers.py "
                                f"for the layers)")
     return out
 
@@ -165,7 +167,7 @@ def test_a_stale_reference_is_found(text):
 @pytest.mark.parametrize("text", [
     "# fenced as in ``_ir.replay_state.Fence`` (xla_ckpt/_ir/replay_state.py)",
     "# the general replay (``_engine/replay.py``); presets in xla_ckpt/presets/",
-    "# tests/test_fuzz.py, bench/memory.py, docs/correctness.md, xla_ckpt.policies.offload",
+    "# tests/fuzz/test_fuzz.py, bench/memory.py, docs/correctness.md, xla_ckpt.policies.offload",
     "# a private helper ``_wrap_torch`` and $HOME/tmp/x are not module references",
     "python bench/memory.py --json bench/results/new.json (an output the command writes)",
 ])

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import copy
 import importlib.util
 import os
@@ -18,7 +20,7 @@ from helpers import OpCounter
 from xla_ckpt._api.blocks import blocks_left_out
 from xla_ckpt._base.warn import forgetting
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(0, os.path.join(ROOT_DIR, "bench"))
 import vision  # noqa: E402  (bench/ is scripts, not a package)
 
 

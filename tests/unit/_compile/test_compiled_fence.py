@@ -3,7 +3,7 @@
 Run with a backend built like torch_tpu's (AOTAutograd + torch's min-cut partitioner, graphs run as
 FX code), the partition function wrapped by ``_compiled_fence.fenced``. The graph is checked by
 structure (deterministic): without the fence a recomputed chain reads only saved values and could
-run at the start of backward; with it every chain reads a tangent. Peaks on XLA: tests/test_openxla.py.
+run at the start of backward; with it every chain reads a tangent. Peaks on XLA: tests/integration/compile/test_openxla.py.
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ its published optimum and always runs. The full table: ``python bench/budget_opt
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(0, os.path.join(ROOT_DIR, "bench"))
 
 import budget_optimum  # noqa: E402
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import PROBES_DIR
+
 import json
 import os
 import subprocess
@@ -17,7 +19,7 @@ from xla_ckpt.models import Block, GPTConfig
 
 from helpers import assert_same
 
-PROBES = os.path.join(os.path.dirname(__file__), "probes")
+PROBES = PROBES_DIR
 pytestmark = pytest.mark.xla
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import glob
 import os
 import shutil
@@ -12,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # builds a wheel and installs it into a fresh venv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 
 # Run from a folder with no checkout in sight, importing only the installed copy.
 USE = """

@@ -6,6 +6,8 @@ frees the full parameters after forward and re-gathers them for backward.
 
 from __future__ import annotations
 
+from helpers import PROBES_DIR
+
 import json
 import os
 import subprocess
@@ -15,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # subprocess probes: XLA FSDP in fresh processes
 
-PROBES = os.path.join(os.path.dirname(__file__), "probes")
+PROBES = PROBES_DIR
 # fp32 grads of XLA:CPU vs CPU eager agree to a few ulps of the largest value (~3.6e-7 measured).
 FSDP_ATOL = 1e-5
 

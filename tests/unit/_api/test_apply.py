@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import copy
 import os
 import pickle
@@ -14,7 +16,7 @@ import xla_ckpt
 from helpers import assert_same, grads_of
 from xla_ckpt.models import GPT, Block, GPTConfig, llama_hf
 
-ROOT = os.path.dirname(os.path.dirname(__file__))
+ROOT = ROOT_DIR
 POL = os.path.join(ROOT, "policies")
 
 

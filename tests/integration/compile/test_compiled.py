@@ -12,6 +12,8 @@ four GPT variants of the memory-order test.
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import collections
 import functools
 import warnings
@@ -222,7 +224,7 @@ def _packet_name(op: Any) -> str:
     return str(getattr(op, "overloadpacket", op))
 
 
-# Planning policies (memory_budget) leave compiled regions unmarked: tests/test_budget.py covers them.
+# Planning policies (memory_budget) leave compiled regions unmarked: tests/unit/_policy/test_budget.py covers them.
 PER_OP = [n for n in policies.names() if not plans(_policy(n))]
 # The fast tier compiles one of each kind (dots, names, a combinator, offload, torch's policy, the two
 # extremes); `make test-all` compiles every per-op policy. Each compile is about 5 s on 2 idle cores.
@@ -309,7 +311,7 @@ def test_eager_block_keeps_no_more_than_the_compiled_partition(name: str) -> Non
 
     CPU only: the partitioner sees eager's ATen ops. On XLA the ops differ (torch_xla lowers
     layer_norm to native_batch_norm + addcmul, and autograd saves both), so there is no "same
-    decisions"; tests/test_liveness.py bounds XLA by the un-checkpointed run instead.
+    decisions"; tests/unit/_ir/test_liveness.py bounds XLA by the un-checkpointed run instead.
     """
     if name in NAME_POLICIES and not _compat.SAC_GIVES_OP_OUTPUT:
         pytest.skip(f"tags under compile need torch >= 2.13 (this is {torch.__version__}): not the same decisions")
@@ -436,7 +438,7 @@ def _inductor_run(preset: str | None) -> dict[str, Any]:
 
     import torch._inductor.compile_fx as compile_fx
 
-    here = os.path.join(os.path.dirname(__file__), "..", "policies")
+    here = os.path.join(ROOT_DIR, "policies")
     original = compile_fx.min_cut_rematerialization_partition
     # A warm on-disk cache would skip the partitioner (and the spy): compile for real.
     no_cache = (torch._inductor.config.patch(fx_graph_cache=False),

@@ -7,6 +7,8 @@ on XLA:CPU (seconds per graph on two cores), so the fast tier keeps one small GP
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import pytest
 import torch
 
@@ -145,7 +147,7 @@ def _run_probe(tmp_path, variant: str, *flags: str) -> dict:
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT_DIR
     # One folder per probe: the probe reads every program in its folder (a fenced and an unfenced run of
     # one preset used to share one).
     dump = tmp_path / "_".join((variant, *flags)).replace(":", "_").replace(" ", "_").replace("-", "")

@@ -386,7 +386,7 @@ def test_verify_catches_nondeterministic_op():
 
     y = xla_ckpt.checkpoint(fn, x, policy="dots_saveable", verify=True)
     # Through .data: no version moves, so only the values tell (a visible in-place write is caught
-    # before any replay, see tests/test_outside.py).
+    # before any replay, see tests/unit/_engine/test_outside.py).
     leaky.data.add_(1.0)
     with pytest.raises(xla_ckpt.CheckpointError, match=r"verify: recomputing aten\.mm.*module ''"):
         y.sum().backward()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import json
 
 import pytest
@@ -119,7 +121,7 @@ def test_band_is_the_published_measurement() -> None:
     """fit's XLA band is the one bench/xla_band.py measured and docs/estimate.md publishes (no drift)."""
     import os
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT_DIR
     with open(os.path.join(root, "bench", "results", "xla_band.json"), encoding="utf-8") as f:
         data = json.load(f)
     ratios = [r["ratio"] for r in data["cases"] if "ratio" in r]

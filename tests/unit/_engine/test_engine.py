@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import PROBES_DIR
+
 import json
 import os
 import subprocess
@@ -24,7 +26,7 @@ from xla_ckpt._hooks import saved as _saved
 from xla_ckpt.models import Block, GPTConfig
 
 aten = torch.ops.aten
-PROBES = os.path.join(os.path.dirname(__file__), "probes")
+PROBES = PROBES_DIR
 B, D, H = 6, 8, 16
 F32 = 4
 

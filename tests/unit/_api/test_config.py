@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import glob
 import os
 
@@ -11,7 +13,7 @@ import xla_ckpt
 import xla_ckpt._api.config_load
 from xla_ckpt import ConfigError, policies
 
-ROOT = os.path.dirname(os.path.dirname(__file__))
+ROOT = ROOT_DIR
 PRESETS = sorted(glob.glob(os.path.join(ROOT, "policies", "*")))
 
 

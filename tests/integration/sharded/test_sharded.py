@@ -3,6 +3,8 @@ runtime starts; each torch.distributed run gets its own port). The README recipe
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR, PROBES_DIR
+
 import copy
 import json
 import os
@@ -13,8 +15,8 @@ import sys
 
 import pytest
 
-PROBES = os.path.join(os.path.dirname(__file__), "probes")
-ROOT = os.path.dirname(os.path.dirname(__file__))
+PROBES = PROBES_DIR
+ROOT = ROOT_DIR
 # fp32 grads of the sharded run vs one unsharded eager process: a few ulps of the largest value
 # (4.8e-7 measured); all-reduce/reduce-scatter order differs from a single process's sums.
 SHARDED_ATOL = 1e-5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import copy
 import inspect
 import os
@@ -21,7 +23,7 @@ from xla_ckpt._base.errors import recompute_mismatch_hint
 from xla_ckpt._base.warn import forgetting
 from xla_ckpt.models import GPT, GPTConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT_DIR
 
 
 def _llama():

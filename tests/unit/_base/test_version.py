@@ -3,6 +3,8 @@ exports it, an editable install of this checkout reports it, and CHANGELOG.md ha
 
 from __future__ import annotations
 
+from helpers import ROOT_DIR
+
 import ast
 import importlib.metadata
 import json
@@ -18,7 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import xla_ckpt
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(ROOT_DIR)
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # PEP 440's public version: release, then an optional pre-, post- and dev-release.
 PEP440 = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
