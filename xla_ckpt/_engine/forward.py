@@ -246,11 +246,6 @@ class Forward:
         planner = False
         if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
-        elif info.random and self.on_xla and draws(info, call.args, call.kwargs):  # SDPA at dropout_p=0: no draw
-            # torch_xla's RNG cannot be put back exactly (each sync advances a base seed that can only
-            # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
-            # exact masks, and the caller's RNG state after backward is the unchecked run's.
-            decision = SAVE
         elif plans(policy):
             planner, decision = True, SAVE  # decided with the whole region at the end of forward
         else:
@@ -343,7 +338,8 @@ class ForwardMode(TorchDispatchMode):
             finally:
                 self.busy = False
         draw = None
-        if info.random and not fw.on_xla and draws(info, args, kwargs):
+        if info.random and draws(info, args, kwargs):  # SDPA at dropout_p=0: no draw
+            # XLA too: the replay sets torch_xla's running seed back for the op (``_replay_state``).
             draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
         else:
             out = func(*args, **kwargs)

@@ -96,8 +96,9 @@ class ReplayMode(TorchDispatchMode):
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
             # Nothing backward needs comes from this op: a stand-in, never read (checked below). XLA
-            # (no spec): run lazily, nothing executes it; only a random op there must not (``_retain``).
-            out = stand_in(rec.spec) if rec.spec is not None else func(*args, **kwargs)
+            # (no spec): run lazily, nothing executes it; a random op from its forward state, or it
+            # would take one seed update more than the plain run.
+            out = stand_in(rec.spec) if rec.spec is not None else self._run(func, args, kwargs, rec)
             made = tensors(out)
             self.stand_ins.extend(made)
             for t in made:
