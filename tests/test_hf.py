@@ -137,7 +137,7 @@ def test_signatures_are_kept():
     model = _llama()
     before = inspect.signature(model.forward)
     layer_before = inspect.signature(model.model.layers[0].forward)
-    xla_ckpt.apply(model, "fsdp_xla")  # weights_by_reference replaces model.forward
+    xla_ckpt.apply(model, "fsdp_xla")  # weights_by_reference hooks the root (forward untouched)
     assert inspect.signature(model.forward) == before
     assert inspect.signature(model.model.layers[0].forward) == layer_before
     assert "input_ids" in inspect.signature(model.forward).parameters
@@ -173,7 +173,7 @@ def train(model, gc=False):
 
 ref_loss, ref_params = train(copy.deepcopy(base))
 model = copy.deepcopy(base)
-assert len(xla_ckpt.apply(model, "fsdp_xla").wrapped) == 2  # weights_by_reference: model.forward replaced
+assert len(xla_ckpt.apply(model, "fsdp_xla").wrapped) == 2  # weights_by_reference: hooks on the root
 assert "input_ids" in inspect.signature(model.forward).parameters
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always", UserWarning)

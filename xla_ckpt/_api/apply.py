@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -11,13 +9,12 @@ from typing import Any, Mapping, Union
 
 from torch import nn
 
-from xla_ckpt._base import compat as _compat
 from xla_ckpt._api import hf as _hf
+from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, unhook_by_reference
 from xla_ckpt._api.blocks import find_blocks, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
-from xla_ckpt._hooks.saved import weights_by_reference
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
@@ -59,34 +56,6 @@ def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -
     if rule.match and not any(glob_regex(g).match(name) for g in rule.match):
         return False
     return not rule.classes or type(module).__name__ in rule.classes
-
-
-class _ByReferenceForward:
-    """Root ``forward`` under ``weights_by_reference()`` (picklable like the other wrappers)."""
-
-    def __init__(self, module: nn.Module, inner: Any) -> None:
-        self.module = module
-        self.inner = inner
-
-    def _forward(self) -> Any:
-        return self.inner if self.inner is not None else type(self.module).forward.__get__(self.module)
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        # The model's own: HF Trainer keeps only the batch columns that model.forward names.
-        return inspect.signature(self._forward())
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.inner is not None:
-            fwd = self.inner
-        else:  # not ``forward.__get__(module)``: Dynamo cannot trace ``__get__`` (a graph break)
-            fwd = functools.partial(type(self.module).forward, self.module)
-        if _compat.is_compiling() or _compat.func_transform() is not None:
-            # A compiled graph keeps parameters as its inputs (the partitioner decides what else it saves);
-            # saved-tensor hooks would be a graph break on torch 2.9. torch.func has no saved-tensor hooks.
-            return fwd(*args, **kwargs)
-        with weights_by_reference():
-            return fwd(*args, **kwargs)
 
 
 def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> ApplyReport:
@@ -151,9 +120,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     for n, m, i in final:
         checkpointed(m, policy=built[i], verify=cfg.verify)
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
-    by_reference = cfg.weights_by_reference and not isinstance(model.__dict__.get("forward"), _ByReferenceForward)
+    by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
-        model.forward = _ByReferenceForward(model, model.__dict__.get("forward"))  # type: ignore[method-assign]
+        # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).
+        hook_by_reference(model)
     _Applied.record(model, {n: m for n, m, _ in final}, cfg.patch_linear, by_reference)
     why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
@@ -189,13 +159,9 @@ class _Applied:
                 and checkpoint_policy(m) == self.policies[n]}
 
     def undo(self, model: nn.Module) -> None:
-        """Undo in reverse order: the root forward, the wrappers (a patched Linear's sits on its patch), the patch."""
-        fwd = model.__dict__.get("forward")
-        if self.by_reference and isinstance(fwd, _ByReferenceForward):
-            if fwd.inner is not None:
-                model.forward = fwd.inner  # type: ignore[method-assign]
-            else:
-                del model.__dict__["forward"]
+        """Undo in reverse order: the root's by-reference hooks, the wrappers (a patched Linear's sits on its patch), the patch."""
+        if self.by_reference:
+            unhook_by_reference(model)
         for m in self.owned().values():
             uncheckpointed(m)
         if self.patch_linear:

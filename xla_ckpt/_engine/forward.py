@@ -188,6 +188,8 @@ class Forward:
             # running module or the checkpointed one; None for any other (a closure).
             self.xla_outside_write(buffer_key(new), lambda: old)
         self.state.writing(key, lambda i: old)
+        if self.recorder is not None:
+            self.recorder.refuse("fn writes in place")
 
     def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
         """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
@@ -202,8 +204,6 @@ class Forward:
             key = buffer_key(t)
             if key not in producer:
                 self.xla_outside_write(key, lambda: t.clone())
-        if self.recorder is not None:
-            self.recorder.refuse("fn writes in place")
 
     def on_xla_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
