@@ -37,6 +37,7 @@ from xla_ckpt._policy.plan import plans
 __all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+_FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
 
 # The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
 _stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -188,8 +189,25 @@ class Forward:
             # running module or the checkpointed one; None for any other (a closure).
             self.xla_outside_write(buffer_key(new), lambda: old)
         self.state.writing(key, lambda i: old)
-        if self.recorder is not None:
+        if self.recorder is not None and not self._fills(key, new):
             self.recorder.refuse("fn writes in place")
+
+    def _fills(self, key: Any, new: torch.Tensor) -> bool:
+        """An in-place op that fills a fresh buffer: dropout's ``empty_like``, ``bernoulli_``, ``div_``.
+
+        The value written over comes from the op right before (nothing else read it, no view of it,
+        autograd did not save it) and holds no data (``empty_like``) or a draw: below
+        functionalization the program replays it as the functional ops it is.
+        """
+        producer = self.flow.producer
+        p = producer.get(key, -1)
+        if p < 0 or producer.get(buffer_key(new)) != p + 1 or key in self.state.packed_keys:
+            return False
+        views = self.recorder.views if self.recorder is not None else ()
+        if views and views[-1][0] > p:
+            return False
+        rec = self.state.records[p]
+        return rec.info.random or rec.op.overloadpacket in _FRESH
 
     def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
         """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
