@@ -171,3 +171,45 @@ def test_gpt2_with_dropout_keeps_on_xla_what_it_keeps_on_the_cpu(xla_device, pre
     (cpu, _), (xla, table) = kept["cpu"], kept["xla"]
     assert "bernoulli" not in table, f"a dropout mask is kept on XLA:\n{table}"
     assert xla <= 1.05 * cpu, f"the blocks keep {xla / 2**20:.2f} MiB on XLA, {cpu / 2**20:.2f} MiB on the CPU"
+
+
+def _two_regions(device: torch.device, policy: Any, hook: Any) -> dict[str, Any]:
+    """Two checkpointed blocks; ``hook`` runs on the gradient between them (after the second's recompute,
+    before the first's)."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    first, second = _block(device), _block(device)
+    x = torch.randn(4, 8, 16, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+    torch_xla.sync()
+    xm.set_rng_state(99, device)
+    h = first(x) if policy is None else xla_ckpt.checkpoint(first, x, policy=policy)
+    h.register_hook(hook)
+    out = second(h) if policy is None else xla_ckpt.checkpoint(second, h, policy=policy)
+    out.sum().backward()
+    got = {"state": xm.get_rng_state(device), "x.grad": x.grad}
+    torch_xla.sync()
+    got["state after sync"] = xm.get_rng_state(device)
+    return {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in got.items()}
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["program", "general"])
+def test_a_sync_inside_backward_between_two_recomputes(xla_device, direct):
+    """A sync between two regions' recomputes derived the next seed from the base a replay had moved:
+    put right when nothing drew since; a draw after that sync and before the next recompute raises."""
+    import torch_xla
+
+    def sync(grad: torch.Tensor) -> None:
+        torch_xla.sync()
+
+    ref = _two_regions(xla_device, None, sync)
+    with replay_kind(direct):
+        got = _two_regions(xla_device, "nothing_saveable", sync)
+    _assert_same(ref, got)
+
+    def sync_and_draw(grad: torch.Tensor) -> None:
+        torch_xla.sync()
+        torch.rand(3, device=grad.device)
+
+    with replay_kind(direct), pytest.raises(xla_ckpt.CheckpointError, match="a sync .* ran during backward"):
+        _two_regions(xla_device, "nothing_saveable", sync_and_draw)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_map
 
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.xla_state import annotate
@@ -104,6 +105,11 @@ class Program:
                     out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
                 else:
                     out = _redraw(step, arg, records[step.ref[1]].module)
+                    if fence is not None:
+                        # Fenced too: the draw reads only its seed and shapes, so XLA would otherwise
+                        # compute the mask before the gradient arrives and hold it (default GPT with
+                        # dropout 0.1, `full`: compiled peak 141 MiB against 121 fenced).
+                        out = tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, out)
                 for j, t in enumerate(tensors(out)):
                     # Every value here is a functional wrapper: a factory op (no tensor argument) run
                     # under the caller's dispatch mode (a profiler around backward) comes out bare.

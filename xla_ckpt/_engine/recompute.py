@@ -208,11 +208,11 @@ def _settle_later() -> None:
     """A replayed XLA draw moved torch_xla's base seed (``_replay_state.settle_xla``): put it back at the
     end of this backward (one throwaway draw per update since the last sync, so once per backward, not
     per region), or now when no backward runs (a saved tensor unpacked by hand)."""
-    if not displaced():
+    if not displaced():  # the common case: no XLA draw was replayed
         return
     task = torch._C._current_graph_task_id()
     if task == -1:
-        settle_xla()
+        settle_xla(task)
         return
     if task in _queued:
         return
@@ -220,7 +220,7 @@ def _settle_later() -> None:
 
     def settle() -> None:
         _queued.discard(task)
-        settle_xla()
+        settle_xla(task)
 
     torch.autograd.Variable._execution_engine.queue_callback(settle)
 

@@ -123,6 +123,8 @@ class ReplayMode(TorchDispatchMode):
                         "verify=True) runs every op and avoids it."
                     )
         out = self._run(func, args, kwargs, rec)
+        if rec.draw is not None and self.fence is not None:
+            out = self._fenced(out)  # see ``program._redraw``
         meta = out_meta(out)
         if meta != rec.meta:
             raise CheckpointError(
@@ -149,12 +151,16 @@ class ReplayMode(TorchDispatchMode):
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached
+        return self._fenced(cached)
+
+    def _fenced(self, out: Any) -> Any:
         fence = self.fence
-        self.busy = True
+        assert fence is not None
+        self.busy = True  # the fence's adds are not fn's ops
         try:
-            if isinstance(cached, torch.Tensor):
-                return fence.apply(cached)
-            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+            if isinstance(out, torch.Tensor):
+                return fence.apply(out)
+            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, out)
         finally:
             self.busy = False
 

@@ -79,7 +79,7 @@ class Draw:
         with _lock_for(self.source):
             now = _get(self.source)
             if _is_xla(self.source):
-                _displace(self.source, now)  # type: ignore[arg-type]
+                now = _displace(self.source, now)  # type: ignore[arg-type]
             _set(self.source, self.before)
             try:
                 out = run()
@@ -161,10 +161,13 @@ class _Moved:
     """An XLA device whose base seed our replays moved: ``base`` is the plain run's, ``n`` the updates
     from it to ``left``, the state the latest replayed draw set back (base and running both)."""
 
-    __slots__ = ("base", "n", "left")
+    __slots__ = ("base", "n", "left", "task")
 
     def __init__(self, base: int, n: int, left: int) -> None:
         self.base, self.n, self.left = base, n, left
+        # The backward it happened in: one that raised never settles, and its entry must not be
+        # read by the next backward's replays.
+        self.task = torch._C._current_graph_task_id()
 
 
 _MOVED: dict[tuple[str, Optional[int]], _Moved] = {}
@@ -188,18 +191,25 @@ def _sync_error(dev: torch.device) -> CheckpointError:
     )
 
 
-def _displace(dev: torch.device, now: int) -> None:
-    """A replayed draw on ``dev`` is about to set the state: note the base seed it moves (lock held)."""
+def _displace(dev: torch.device, now: int) -> int:
+    """A replayed draw on ``dev`` is about to set the state: note the base seed it moves (lock held).
+
+    Returns the state to set back after the draw (``now``, or the plain run's after a sync that derived
+    its seed from a base a replay had moved)."""
     key = (dev.type, dev.index)
     moved = _MOVED.get(key)
+    if moved is not None and moved.task != torch._C._current_graph_task_id():
+        del _MOVED[key]  # left by a backward that raised: its base is lost with it
+        moved = None
     if moved is not None:
         j, synced = _where(dev, moved, now)
         if j is not None and not synced:
             moved.n += j
             moved.left = now
-            return
+            return now
         if synced:
             if j:
+                del _MOVED[key]
                 raise _sync_error(dev)
             # A sync right before (and no draw since): it derived its seed from our base; the plain
             # run's is derived from the one we moved.
@@ -216,6 +226,7 @@ def _displace(dev: torch.device, now: int) -> None:
             "keep random ops saved (a policy that saves them)."
         )
     _MOVED[key] = _Moved(base, n, now)
+    return now
 
 
 def displaced() -> bool:
@@ -223,14 +234,15 @@ def displaced() -> bool:
     return bool(_MOVED)
 
 
-def settle_xla() -> None:
-    """Put back every XLA base seed replayed draws moved: the RNG state is then the plain run's, before and
-    after the next sync. Called once per backward, at its end (``recompute``)."""
+def settle_xla(task: int) -> None:
+    """Put back every XLA base seed the replayed draws of backward ``task`` (the autograd graph task id, -1
+    outside backward) moved: the RNG state is then the plain run's, before and after the next sync. Called
+    once per backward, at its end (``recompute``). Entries of other tasks are from a backward that raised."""
     for key in list(_MOVED):
         dev = torch.device(key[0], key[1])
         with _lock_for(dev):
             moved = _MOVED.pop(key, None)
-            if moved is None:
+            if moved is None or moved.task != task:
                 continue
             now = _get(dev)
             j, synced = _where(dev, moved, now)
