@@ -75,7 +75,7 @@ def probe(name: str, size: dict[str, Any], dump_dir: str, grads_path: str) -> di
         size: the GPT's sizes (layers, d_model, heads, seq, batch, vocab, dtype).
         dump_dir: an empty folder for ``--xla_dump_to``.
         grads_path: where the probe saves every parameter grad, concatenated.
-    Example: ``probe("openxla:full", {"layers": 4, ...}, "/tmp/d", "/tmp/g.pt")["compiled_peak_bytes"]``.
+    Example: ``probe("openxla:full", {"layers": 4, ...}, "dump", "grads.pt")["compiled_peak_bytes"]``.
     """
     variant = name[len(PREFIX):].replace("budget=", "budget:")
     flags = [f for k in ("layers", "d_model", "heads", "seq", "batch", "vocab", "dtype")

@@ -221,7 +221,7 @@ def policy_specs(draw: Callable[..., Any]) -> Any:
     if choice <= 1:
         return draw(st.sampled_from(policies.names()))
     if choice == 4:  # region planning at a drawn budget (the engine applies its plan at the end of forward)
-        return policies.memory_budget(draw(st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.8, 1.0])))
+        return policies.memory_budget(draw(st.sampled_from([0.01, 0.1, 0.3, 0.5, 0.8, 1.0])))
     decisions = st.sampled_from([Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE])
     by = draw(st.sampled_from(["op", "position", "value"]))
     if by == "position":

@@ -8,6 +8,7 @@ check against them.
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 
 import pytest
@@ -267,9 +268,10 @@ def test_bad_plans_and_combinations_are_clear_errors():
     xla_ckpt.checkpoint(blk, x, policy="dots_saveable").sum().backward()  # nothing left behind
     with pytest.raises(TypeError, match="plans a whole region"):
         policies.any_of(memory_budget(0.3), "dots_saveable")
-    for bad in (1.5, -0.1, "0.3", True, float("nan")):
-        with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\]"):
+    for bad in (1.5, -0.1, 0, 0.0, 30, "0.3", True, float("nan")):
+        with pytest.raises(ValueError, match=r"fraction must be a number in \(0, 1\] .*got " + re.escape(repr(bad))):
             memory_budget(bad)
+    assert memory_budget(1).fraction == 1.0 and memory_budget(1e-9).fraction == 1e-9  # the edges of (0, 1]
 
 
 def test_config_budget_key_and_policy_table_are_the_same():
@@ -280,8 +282,12 @@ def test_config_budget_key_and_policy_table_are_the_same():
     long = as_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget", "fraction": 0.3}}]})
     assert short.checkpoint[0].policy == long.checkpoint[0].policy
     assert short.checkpoint[0].policy.build() == memory_budget(0.3)
-    with pytest.raises(xla_ckpt.ConfigError, match=r"checkpoint\[0\]\.budget: expected a fraction in \[0, 1\].*got 2"):
-        as_config({"checkpoint": [{"blocks": True, "budget": 2}]})
+    for bad in (2, 0, -0.5, float("nan"), "0.3"):
+        with pytest.raises(xla_ckpt.ConfigError,
+                           match=r"checkpoint\[1\]\.budget: expected a fraction in \(0, 1\].*got " + re.escape(repr(bad))):
+            as_config({"checkpoint": [{"blocks": True, "budget": 0.5}, {"match": "x", "budget": bad}]})
+    with pytest.raises(xla_ckpt.ConfigError, match=r"checkpoint\[0\]\.policy: .*\(0, 1\].*got 0"):
+        as_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget", "fraction": 0}}]})
     with pytest.raises(xla_ckpt.ConfigError, match=r"checkpoint\[0\]\.budget: give either 'budget'"):
         as_config({"checkpoint": [{"blocks": True, "budget": 0.3, "policy": "dots_saveable"}]})
     with pytest.raises(xla_ckpt.ConfigError, match=r"checkpoint\[0\]\.policy: .*fraction must be a number"):

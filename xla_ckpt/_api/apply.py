@@ -11,7 +11,7 @@ from torch import nn
 
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, unhook_by_reference
-from xla_ckpt._api.blocks import find_blocks, why_no_blocks
+from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
@@ -32,11 +32,18 @@ class Wrapped:
 
 @dataclass
 class ApplyReport:
-    """What :func:`apply` did: wrapped modules, rules that matched nothing, switches."""
+    """What :func:`apply` did: wrapped modules, rules that matched nothing, switches.
+
+    ``blocks_left_out``: what ``blocks = true`` left out, each with why (:func:`xla_ckpt.find_blocks`);
+    ``own_checkpointing_off``: the modules whose own checkpointing flag (Hugging Face's or diffusers'
+    ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off.
+    """
 
     wrapped: list[Wrapped] = field(default_factory=list)
     unmatched_rules: list[str] = field(default_factory=list)
     nested_skipped: list[str] = field(default_factory=list)
+    blocks_left_out: list[str] = field(default_factory=list)
+    own_checkpointing_off: list[str] = field(default_factory=list)
     patch_linear: bool = False
     weights_by_reference: bool = False
     source: str = ""
@@ -46,6 +53,8 @@ class ApplyReport:
         lines += [f"  {w.name or '<root>':32s} {w.cls:24s} {w.policy}   (rule {w.rule})" for w in self.wrapped]
         lines += [f"  WARNING rule matched nothing: {r}" for r in self.unmatched_rules]
         lines += [f"  skipped (inside a checkpointed module): {n}" for n in self.nested_skipped]
+        lines += [f"  left out by blocks = true: {n}" for n in self.blocks_left_out]
+        lines += [f"  model's own checkpointing turned off: {n or '<root>'}" for n in self.own_checkpointing_off]
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
         return "\n".join(lines)
 
@@ -70,8 +79,9 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
     matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`). A rule
     that matches nothing is reported and warned about. Everything is validated before the model is
-    changed. Hugging Face's own gradient checkpointing, if on, is turned off with a warning (one
-    checkpoint per module), and checkpointed modules run without a KV cache in training.
+    changed. The model's own gradient checkpointing (Hugging Face's, diffusers', timm's), if on, is
+    turned off with a warning (one checkpoint per module), and checkpointed modules run without a KV
+    cache in training.
     Applying again to the same model replaces what the earlier ``apply`` did (its wrappers, its
     ``patch_linear``, its root forward): ``apply(model, "none")`` undoes it, the same config is a no-op.
     ``model.forward``'s signature is kept (HF ``Trainer`` filters dataset columns by it).
@@ -85,7 +95,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     plan: dict[str, tuple[nn.Module, int]] = {}
     report = ApplyReport(source=cfg.source, patch_linear=cfg.patch_linear,
                          weights_by_reference=cfg.weights_by_reference)
-    blocks = frozenset(find_blocks(model)) if any(r.blocks for r in cfg.checkpoint) else frozenset()
+    blocks: frozenset[str] = frozenset()
+    if any(r.blocks for r in cfg.checkpoint):
+        found, report.blocks_left_out = blocks_and_left_out(model)
+        blocks = frozenset(found)
     for i, rule in enumerate(cfg.checkpoint):
         matched = [(n, m) for n, m in named if _matches(rule, n, m, blocks)]
         if not matched:
@@ -114,7 +127,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         final.append((n, m, i))
     # Validated: now change the model.
     earlier.undo(model)
-    _hf.turn_off_hf_checkpointing(model, "apply")
+    report.own_checkpointing_off = _hf.turn_off_own_checkpointing(model, "apply")
     if cfg.patch_linear:
         patch_linear(model)
     for n, m, i in final:

@@ -193,9 +193,9 @@ class _Parser:
             if "policy" in d:
                 raise self.fail(f"{key}.budget", "give either 'budget' (a memory_budget fraction) or 'policy', not both")
             b = d["budget"]
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1:
-                raise self.fail(f"{key}.budget", f"expected a fraction in [0, 1] of the bytes kept without "
-                                f"checkpointing, got {b!r}")
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1:  # NaN fails too
+                raise self.fail(f"{key}.budget", f"expected a fraction in (0, 1] of the bytes kept without "
+                                f"checkpointing (0.3 keeps at most 30%), got {b!r}")
             return Rule(policy=self.policy({"name": "memory_budget", "fraction": b}, f"{key}.budget"), match=match,
                         classes=classes, blocks=blocks, every=every, enabled=enabled)
         if "policy" not in d and enabled:

@@ -8,6 +8,7 @@ models the engine a second time: on meta, a region is a region.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -19,6 +20,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
+from xla_ckpt._api.attention import FusedAttention, check_attention
+from xla_ckpt._api.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._hooks.report import saved_activations
 from xla_ckpt._api.wrap import checkpointed
@@ -57,7 +60,7 @@ class Estimate:
 
 
 class _Flops(FlopCounterMode):
-    """torch's flop counter, plus the share counted while a region recomputes (``_saved.state.recompute``).
+    """torch's flop counter, plus the share counted while a region recomputes (``_hooks.saved.state.recompute``).
 
     Overrides the counter's per-op hook (``_count_flops``, torch 2.9) so the recompute total uses
     exactly the formulas and decompositions of the ``FlopCounterMode`` a user would run.
@@ -115,7 +118,8 @@ def _backward_roots(out: Any) -> list[torch.Tensor]:
     return [t for t in tree_leaves(values) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = None, **kwargs: Any) -> Estimate:
+def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = None, attention: str = "math",
+             **kwargs: Any) -> Estimate:
     """Activation bytes and FLOPs of one training step of ``model(*args, **kwargs)``, on the meta device.
 
     Args:
@@ -125,6 +129,9 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         config: what :func:`xla_ckpt.apply` takes (preset name, file, dict, ``Config``), applied to a copy.
         policy: a policy value or name, put on every transformer block (:func:`xla_ckpt.find_blocks`).
             Neither: the model as it is (already wrapped, or not checkpointed at all).
+        attention: the kernel ``F.scaled_dot_product_attention`` is modelled as: ``"math"`` (the
+            default: the probabilities kept, fp32 for bf16, as XLA lowers it) or ``"flash"`` (a fused
+            kernel: Q, K, V, output and log-sum-exp kept; docs/estimate.md).
 
     ``activation_bytes`` equals ``saved_activations().nbytes`` of the same step on an eager device
     (CPU, CUDA); ``recompute_flops`` equals the extra backward FLOPs ``FlopCounterMode`` counts.
@@ -141,6 +148,7 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
     if config is not None and policy is not None:
         raise ValueError("xla_ckpt.estimate: give config= or policy=, not both (a policy alone goes on every block)")
     pol = resolve(policy) if policy is not None else None  # bad names raise here, before any copy
+    check_attention(attention, "xla_ckpt.estimate")
     shadow = meta_copy(model)
     if config is not None:
         import warnings  # noqa: PLC0415
@@ -151,17 +159,23 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
     elif pol is not None:
         _wrap_blocks(shadow, pol)
     moved: dict[int, torch.Tensor] = {}  # one meta tensor per input tensor: an input passed twice stays one
+    known = KnownValues()  # integer values computable without data (HF's packed-sequence check reads one)
 
     def to_meta(a: Any) -> Any:
         if not isinstance(a, torch.Tensor):
             return a
         if id(a) not in moved:
-            moved[id(a)] = _to_meta(a)
+            # Detached: a real input that requires grad would otherwise send its gradient back to its device
+            # (a copy out of meta, which fails); on meta it is a leaf that requires grad as the input does.
+            moved[id(a)] = a if a.is_meta else a.detach().to("meta").requires_grad_(a.requires_grad)
+            known.know(moved[id(a)], a)
         return moved[id(a)]
 
     args, kwargs = tree_map(to_meta, (args, kwargs))
     counter = _Flops()
-    with torch.enable_grad():
+    fused = FusedAttention() if attention == "flash" else contextlib.nullcontext()
+    # Both modes hold for the backward too: the engine's replay runs the forward's ops again there.
+    with torch.enable_grad(), known, fused:
         with saved_activations() as report, counter:
             try:
                 out = shadow(*args, **kwargs)

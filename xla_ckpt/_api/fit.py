@@ -9,6 +9,7 @@ those that fit, with the headroom it leaves.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from xla_ckpt._api.attention import ATTENTION, check_attention
 from xla_ckpt._api.chips import CHIPS, GIB
+from xla_ckpt._api.config import Config
+from xla_ckpt._api.config_dump import config_data
+from xla_ckpt._api.config_load import load_config
 from xla_ckpt._base.presets import preset_names
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._api.scale import estimate_layers, recompute_working_bytes
@@ -47,6 +52,7 @@ class FitRow:
     recompute_flops: int
     recompute_share: float
     extrapolated: bool
+    config: Config = field(default_factory=Config, repr=False)  # what ``apply`` takes for this row
 
 
 @dataclass(frozen=True)
@@ -67,15 +73,23 @@ class FitReport:
     gather_bytes: int
     band: Optional[tuple[float, float]]
     reserve: float
+    attention: str = "math"  # the attention kernel the activations are estimated with (estimate's attention=)
     rows: list[FitRow] = field(default_factory=list)
-    recommended: Optional[str] = None
+    # The config of the least-recompute row that fits (``apply(model, report.recommended)``), and its label.
+    recommended: Optional[Config] = None
+    recommended_policy: Optional[str] = None
 
     @property
     def static_bytes(self) -> int:
         return self.param_bytes + self.grad_bytes + self.optimizer_bytes + self.gather_bytes
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        """The report as JSON; configs (each row's, ``recommended``) as the data a config file holds."""
+        data = asdict(self)
+        for row, obj in zip(data["rows"], self.rows):
+            row["config"] = config_data(obj.config)
+        data["recommended"] = config_data(self.recommended) if self.recommended is not None else None
+        return json.dumps(data, indent=2)
 
     def __str__(self) -> str:
         g = lambda n: f"{n / GIB:8.2f} GiB"  # noqa: E731
@@ -89,6 +103,8 @@ class FitReport:
         if self.band is not None:
             lines.append(f"XLA chip: activations charged x{self.band[1]:.2f} (the upper end of the measured "
                          f"XLA:CPU band {self.band[0]:.2f}-{self.band[1]:.2f}, docs/estimate.md)")
+        lines.append(f"attention: {self.attention}, {ATTENTION[self.attention]}" + (
+            " (the default; --attention flash / attention='flash' for a fused kernel)" if self.attention == "math" else ""))
         lines.append(f"usable HBM {g(usable)} ({self.reserve:.0%} reserved for the runtime and fragmentation)")
         lines.append("activations: kept for backward; working: one block's recompute in its backward; charged: "
                      "their sum" + (" x the XLA band" if self.band else ""))
@@ -102,7 +118,7 @@ class FitReport:
             lines.append("no policy fits: add chips (FSDP shards the static part), lower the per-chip batch or "
                          "the sequence length, or offload activations to the host")
         else:
-            best = next(r for r in self.rows if r.policy == self.recommended)
+            best = next(r for r in self.rows if r.policy == self.recommended_policy)
             lines.append(f"recommended: {best.policy} (least recompute that fits: {best.recompute_share:.1%} of the "
                          f"step's FLOPs), headroom {best.headroom_bytes / GIB:.2f} GiB per chip")
         return "\n".join(lines)
@@ -162,16 +178,28 @@ def arch_config(arch: str, hidden: int, layers: int, heads: int, kv_heads: Optio
     return out
 
 
-def _policies(budgets: Sequence[float]) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = [(p, p) for p in preset_names()]
-    out += [(f"memory_budget({f:g})", {"checkpoint": [{"blocks": True, "budget": f}]}) for f in budgets]
+def _policies(budgets: Sequence[float]) -> list[tuple[str, Config]]:
+    out = [(p, load_config(p)) for p in preset_names()]
+    for f in budgets:
+        label = f"memory_budget({f:g})"
+        out.append((label, load_config({"checkpoint": [{"blocks": True, "budget": f}],
+                                        "description": f"Keep at most {f:g} of each transformer block's bytes"})))
     return out
+
+
+def _recommendation(report: FitReport, row: FitRow) -> Config:
+    """The row's config, described as the recommendation it is (so that a written file says why)."""
+    why = (f"xla_ckpt fit: {row.policy} for {report.model}, seq {report.seq}, batch {report.batch} per chip, "
+           f"{report.chips} x {report.chip}: the least recompute that fits ({row.recompute_share:.1%} of the step's "
+           f"FLOPs, headroom {row.headroom_bytes / GIB:.2f} GiB per chip).")
+    desc = f"{why} {row.config.description}".strip()
+    return dataclasses.replace(row.config, description=desc, source=f"fit ({row.policy})")
 
 
 def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, batch: int = 1, chips: int = 1,
         chip: Optional[str] = None, hbm_gib: Optional[float] = None, param_dtype: str = "bf16",
         optim_dtype: str = "fp32", fsdp: Optional[int] = None, budgets: Sequence[float] = DEFAULT_BUDGETS,
-        reserve: float = 0.05, xla: Optional[bool] = None) -> FitReport:
+        reserve: float = 0.05, xla: Optional[bool] = None, attention: str = "math") -> FitReport:
     """Per-chip memory of training ``config`` under every preset and budget; the least-recompute fit.
 
     Args:
@@ -182,10 +210,13 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         param_dtype: parameters, gradients and activations; optim_dtype: Adam's two moments, plus a
             master copy of the weights when wider than param_dtype.
         reserve: fraction of HBM kept free for the runtime. xla: apply the XLA band (default: the chip's kind).
+        attention: ``"math"`` (default: SDPA as XLA lowers it, the probabilities kept) or ``"flash"`` (a fused
+            kernel: Q, K, V, output and log-sum-exp kept); see ``xla_ckpt.estimate``.
 
     Example:
         >>> report = fit("llama3_70b.json", seq=8192, batch=1, chips=64, chip="v5p")
-        >>> print(report); report.recommended
+        >>> print(report)
+        >>> xla_ckpt.apply(model, report.recommended)   # a Config (None when nothing fits)
     """
     if (chip is None) == (hbm_gib is None):
         raise ValueError(f"fit: give chip= (one of {', '.join(CHIPS)}) or hbm_gib=, exactly one")
@@ -194,10 +225,15 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
     for name, d in (("param_dtype", param_dtype), ("optim_dtype", optim_dtype)):
         if d not in DTYPES:
             raise ValueError(f"fit: {name}={d!r}; allowed: {', '.join(DTYPES)}")
+    check_attention(attention, "fit")
     fsdp = chips if fsdp is None else fsdp
     if min(seq, batch, chips, fsdp) < 1 or chips % fsdp:
         raise ValueError(f"fit: seq, batch, chips, fsdp must be >= 1 and fsdp must divide chips; got "
                          f"seq={seq} batch={batch} chips={chips} fsdp={fsdp}")
+    bad = [f for f in budgets if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1]
+    if bad:
+        raise ValueError(f"fit: budgets are memory_budget fractions in (0, 1] (0.25 keeps at most a quarter of "
+                         f"each block's bytes), got {', '.join(repr(f) for f in bad)}")
     if not 0 <= reserve < 1:
         raise ValueError(f"fit: reserve is a fraction of HBM in [0, 1), got {reserve!r}")
     hbm = CHIPS[chip].hbm_bytes if chip is not None else int(hbm_gib * GIB)  # type: ignore[operator]
@@ -216,16 +252,20 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         model=name, chip=chip or f"{hbm_gib:g} GiB", hbm_bytes=hbm, chips=chips, fsdp=fsdp, batch=batch, seq=seq,
         n_params=n_params, param_bytes=n_params * psize // fsdp, grad_bytes=n_params * psize // fsdp,
         optimizer_bytes=n_params * (2 * osize + master) // fsdp, gather_bytes=2 * block * psize if fsdp > 1 else 0,
-        band=band, reserve=reserve)
+        band=band, reserve=reserve, attention=attention)
     usable = int(hbm * (1 - reserve))
-    unchecked, _ = estimate_layers(build, n_layers, period, config="none")
-    for label, how in _policies(budgets):
-        est, scaled = (unchecked, True) if how == "none" else estimate_layers(build, n_layers, period, config=how)
+    unchecked, _ = estimate_layers(build, n_layers, period, config="none", attention=attention)
+    for label, cfg in _policies(budgets):
+        est, scaled = ((unchecked, True) if label == "none"
+                       else estimate_layers(build, n_layers, period, config=cfg, attention=attention))
         working = recompute_working_bytes(est, unchecked, blocks)
         charged = int((est.activation_bytes + working) * (band[1] if band else 1.0))
         total = report.static_bytes + charged
         report.rows.append(FitRow(label, est.activation_bytes, working, charged, total, usable - total,
-                                  total <= usable, est.recompute_flops, est.recompute_share, scaled))
+                                  total <= usable, est.recompute_flops, est.recompute_share, scaled, cfg))
     report.rows.sort(key=lambda r: (r.recompute_flops, r.total_bytes))
     fitting = [r for r in report.rows if r.fits]
-    return FitReport(**{**report.__dict__, "recommended": fitting[0].policy if fitting else None})
+    if not fitting:
+        return report
+    return dataclasses.replace(report, recommended=_recommendation(report, fitting[0]),
+                               recommended_policy=fitting[0].policy)

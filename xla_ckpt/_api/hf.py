@@ -1,4 +1,5 @@
-"""Hugging Face conventions: caches off in training, HF's own checkpointing off, block classes, hints.
+"""Hugging Face conventions: caches off in training, HF's own checkpointing off (diffusers' and timm's
+too), block classes, hints.
 
 Nothing here imports ``transformers``: HF models are recognised by their attributes
 (``_no_split_modules``, ``gradient_checkpointing``, a ``GradientCheckpointingLayer`` base class), so
@@ -22,7 +23,8 @@ __all__ = [
     "without_cache",
     "cache_plan",
     "CachePlan",
-    "turn_off_hf_checkpointing",
+    "turn_off_own_checkpointing",
+    "OWN_FLAGS",
     "hf_block_classes",
     "is_gc_layer",
 ]
@@ -188,26 +190,52 @@ def is_gc_layer(module: nn.Module) -> bool:
     return any(c.__name__ == "GradientCheckpointingLayer" for c in type(module).__mro__[1:])
 
 
-def turn_off_hf_checkpointing(root: nn.Module, who: str) -> list[str]:
-    """Turn off HF's ``gradient_checkpointing`` flag on ``root`` and below, warning once per class.
+def turn_off_own_checkpointing(root: nn.Module, who: str) -> list[str]:
+    """Turn off the model's own checkpointing on ``root`` and below, warning once per class and kind.
 
-    Two layers of checkpointing would recompute twice, and HF's (``torch.utils.checkpoint``) fails on
-    XLA. Returns the names of the modules whose flag was on.
+    Hugging Face's and diffusers' flag is ``gradient_checkpointing``; timm's is ``grad_checkpointing``
+    (what ``set_grad_checkpointing(False)`` sets, on the model or on its stages). Two layers of
+    checkpointing would recompute twice (timm's reentrant ``checkpoint_seq`` around our regions: each
+    block recomputed by torch, then again by us), and ``torch.utils.checkpoint`` fails on XLA.
+
+    Args:
+        root: the model (every module below it is looked at).
+        who: the entry point named in the notice (``"apply"``, ``"checkpointed"``).
+
+    Returns the names of the modules whose flag was on ("" for ``root``).
+
+    Example:
+        >>> vit.set_grad_checkpointing(True)
+        >>> turn_off_own_checkpointing(vit, "apply")  # warns once for VisionTransformer
+        ['']
     """
-    names = []
-    for name, m in root.named_modules():
-        if getattr(m, "gradient_checkpointing", None) is True:
-            m.gradient_checkpointing = False
-            names.append(name)
-    if names:
-        cls = type(root)
-        warn_once(("hf-flag", cls), (
-            f"xla_ckpt.{who}: Hugging Face gradient checkpointing was on for {cls.__name__} "
-            f"({len(names)} modules, e.g. {_example(names, cls)}); turned it off so that each module is "
-            "checkpointed once, by xla_ckpt (HF's torch.utils.checkpoint also fails on XLA). Do not call "
-            "gradient_checkpointing_enable()/activation_checkpointing_enable() with xla_ckpt."
-        ))
+    names: list[str] = []
+    for attr, kind, how in _OWN_FLAGS:
+        found = []
+        for name, m in root.named_modules():
+            if getattr(m, attr, None) is True:
+                setattr(m, attr, False)
+                found.append(name)
+        if found:
+            cls = type(root)
+            warn_once((f"own-flag-{attr}", cls), (
+                f"xla_ckpt.{who}: {kind} gradient checkpointing was on for {cls.__name__} "
+                f"({len(found)} modules, e.g. {_example(found, cls)}); turned it off so that each module is "
+                f"checkpointed once, by xla_ckpt ({kind}'s torch.utils.checkpoint also fails on XLA). Do not call "
+                f"{how} with xla_ckpt."
+            ))
+        names += found
     return names
+
+
+# (flag attribute, whose, what turns it on)
+_OWN_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("gradient_checkpointing", "Hugging Face",
+     "gradient_checkpointing_enable()/activation_checkpointing_enable() "
+     "(or diffusers' enable_gradient_checkpointing())"),
+    ("grad_checkpointing", "timm", "set_grad_checkpointing()"),
+)
+OWN_FLAGS = tuple(attr for attr, _, _ in _OWN_FLAGS)
 
 
 def _example(names: list[str], cls: type) -> str:

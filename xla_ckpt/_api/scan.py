@@ -5,7 +5,7 @@ loop in HLO), so trace and compile time stay flat in depth. What the body keeps 
 chosen by the AOTAutograd partition function; here it is the min-cut partitioner with every
 forward node of the body marked by our policy (SAVE -> ``MUST_SAVE``, RECOMPUTE ->
 ``PREFER_RECOMPUTE``, OFFLOAD -> ``MUST_SAVE`` with a warning: no offload mark exists), the same
-marks the compiled lowering (``_compiled``) gives torch.
+marks the compiled lowering (``_compile.marks``) gives torch.
 
 What the policy sees in the body: ``op``, ``args``, ``kwargs`` and ``out`` as fake tensors (shapes,
 no values), ``nbytes`` and ``flops``; ``module`` is "" and ``tag`` None (the body is traced without
@@ -182,7 +182,7 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
     if _compat.is_compiling():
         # torch_xla's scan traces and compiles the body itself, which Dynamo cannot trace. Under
         # torch.compile the layers run as a loop of compiled regions with the policy's marks
-        # (``_compiled``): the same saves, one graph (Dynamo unrolls the loop), equal gradients.
+        # (``_compile.marks``): the same saves, one graph (Dynamo unrolls the loop), equal gradients.
         from xla_ckpt._compile import marks as _compiled  # noqa: PLC0415
 
         pol = _per_op(policy)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 from typing import Any, Callable, Optional, TypeVar, overload
 
+import torch
+import torch.utils.checkpoint
 from torch import nn
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._base import modules as _modules
+from xla_ckpt._base.warn import warn_once
 from xla_ckpt._engine.region import checkpoint
 from xla_ckpt._policy.registry import resolve
 
@@ -55,6 +60,8 @@ class _CheckpointedForward:
         if _compat.is_compiling():
             # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
             return checkpoint(fwd, *args, policy=self.policy, fn_kwargs=kwargs)
+        if _in_torch_checkpoint(module):
+            return fwd(*args, **kwargs)  # already checkpointed, by torch: once is enough
         with _modules.entered(module):
             return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, fn_kwargs=kwargs)
 
@@ -68,8 +75,43 @@ def _prepare(module: nn.Module, cache: Optional[_hf.CachePlan], args: tuple, kwa
         # training starts): turn it off on the whole model being called, not just on this layer, and
         # name the modules from there.
         running = _modules.running_modules()
-        _hf.turn_off_hf_checkpointing(running[0] if running else module, "checkpointed")
+        _hf.turn_off_own_checkpointing(running[0] if running else module, "checkpointed")
     return (args, kwargs) if cache is None else cache.apply(module, args, kwargs)
+
+
+# torch/utils/checkpoint.py as code objects name it (compared per frame: a set lookup).
+_TORCH_CHECKPOINT = frozenset({torch.utils.checkpoint.__file__, os.path.abspath(torch.utils.checkpoint.__file__)})
+
+
+def _in_torch_checkpoint(module: nn.Module) -> bool:
+    """Whether this call runs inside ``torch.utils.checkpoint`` (its forward or its recompute).
+
+    A model's own checkpointing wraps our modules when it was turned on after ``apply`` (timm's
+    ``set_grad_checkpointing()`` sets a flag on the model or its stages, above the blocks we wrap;
+    ``checkpoint_seq`` then runs them inside torch's checkpoint). A region of ours inside it would be
+    recomputed twice (reentrant: torch's recompute runs our forward again, and our replay runs in its
+    backward). The module then runs plainly, once recomputed by torch, and the flags of the running
+    model are turned off (with the notice) so that from the next call on only xla_ckpt checkpoints.
+    Read from the Python stack, as :func:`xla_ckpt._base.modules.running_modules` reads modules.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename not in _TORCH_CHECKPOINT:
+        frame = frame.f_back
+    if frame is None:
+        return False
+    running = _modules.running_modules()
+    if _hf.turn_off_own_checkpointing(running[0] if running else module, "checkpointed"):
+        return True
+    # Noticed already: the model's own checkpointing, turned off by an earlier block of this forward (its
+    # flag is still an attribute of a running module), or torch's recompute in backward (no model running).
+    own = any(hasattr(m, flag) for m in running for flag in _hf.OWN_FLAGS)
+    if not own and torch._C._current_graph_task_id() == -1:
+        cls = type(module)
+        warn_once(("in-torch-checkpoint", cls), (
+            f"xla_ckpt: {cls.__name__} is checkpointed and was called inside torch.utils.checkpoint; it runs "
+            "without xla_ckpt's checkpoint there (torch's recomputes it once; both would recompute it twice)."
+        ))
+    return True
 
 
 def _class_policy(cls: type) -> Any:
@@ -93,7 +135,7 @@ def _wrap_instance(module: nn.Module, policy: Any, verify: bool = False) -> nn.M
             f"{type(module).__name__} is already checkpointed with {current!r}; call "
             f"xla_ckpt.uncheckpointed(module) before checkpointing it with {policy!r}"
         )
-    _hf.turn_off_hf_checkpointing(module, "checkpointed")
+    _hf.turn_off_own_checkpointing(module, "checkpointed")
     module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"), verify)  # type: ignore[method-assign]
     return module
 
@@ -114,6 +156,8 @@ def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
             return original(self, *args, **kwargs)  # eval with grad and a KV cache: plainly, as HF does
         if _compat.is_compiling():
             return checkpoint(functools.partial(original, self), *args, policy=policy, fn_kwargs=kwargs)
+        if _in_torch_checkpoint(self):
+            return original(self, *args, **kwargs)  # already checkpointed, by torch: once is enough
         with _modules.entered(self):
             return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, fn_kwargs=kwargs)
 

@@ -24,20 +24,26 @@ def recompute_mismatch_hint(op: object = "", module: str = "") -> str:
     """The likely causes of a recompute that does not match its forward, as one sentence to append.
 
     Called by the engine when a replayed op, shape or dtype differs from the forward. The usual cause
-    is state that the forward changed and the recompute changes again: a key/value cache (Hugging Face
-    ``use_cache=True``: each layer appends to ``cache`` / ``past_key_values`` / ``layer_past`` and the
-    recompute appends a second time, so a ``cat`` comes back longer), or an argument mutated in place.
+    is state that the forward changed and the recompute changes again: a buffer the module's forward
+    updates by assignment and then reads (in-place writes to buffers are replayed exactly), a key/value
+    cache (Hugging Face ``use_cache=True``: each layer appends to ``cache`` / ``past_key_values`` /
+    ``layer_past`` and the recompute appends a second time, so a ``cat`` comes back longer), or an
+    argument mutated in place.
 
     Example:
         >>> raise CheckpointError(f"recomputation of {op} ... differs. {recompute_mismatch_hint(op, name)}")
     """
     where = f" in '{module}'" if module else ""
-    first = ("A concatenation that grew on recompute is the mark of a key/value cache. " if "cat" in str(op)
-             else "")
+    first = ("A concatenation that grew on recompute: something the forward appended to was appended to again "
+             "(a key/value cache, or a buffer the forward grows). " if "cat" in str(op) else "")
     return (
         f"{first}Likely cause{where}: state that the forward changed and the recompute changed again, such as "
-        "a key/value cache (Hugging Face: use_cache=True, with cache / past_key_values / layer_past appended "
-        "to once in forward and again in backward) or an argument or buffer mutated in place. Fix: call the "
-        "model with use_cache=False in training (xla_ckpt.apply and xla_ckpt.checkpointed do this for a "
-        "module called in train mode with grad), and do not mutate arguments inside a checkpointed function."
+        "a buffer or attribute the module's forward updates and then reads (a call counter or a running "
+        "statistic assigned with `self.buf = ...` or grown with torch.cat: the replay restores only buffers "
+        "written in place), a key/value cache (Hugging Face: use_cache=True, with cache / past_key_values / "
+        "layer_past appended to once in forward and again in backward) or an argument mutated in place. Fix: "
+        "update such a buffer in place (self.buf.add_(...); BatchNorm's statistics are exact) or outside the "
+        "checkpointed module; call the model with use_cache=False in training (xla_ckpt.apply and "
+        "xla_ckpt.checkpointed do this for a module called in train mode with grad), and do not mutate "
+        "arguments inside a checkpointed function."
     )

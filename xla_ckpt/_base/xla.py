@@ -188,12 +188,12 @@ def _stand_in() -> ModuleType:
 def device_module_for_this_compile() -> bool:
     """Give ``torch`` an ``xla`` device module until the running Dynamo compile ends; True if one exists.
 
-    Called (executed, not traced: see ``_compiled``) while Dynamo traces a checkpointed region. Does
+    Called (executed, not traced: see ``_compile.marks``) while Dynamo traces a checkpointed region. Does
     nothing without torch_xla loaded, or when ``torch.xla`` already exists (a torch_xla that registers
-    its own). The stand-in is removed when the compile ends (``_compile_scope``).
+    its own). The stand-in is removed when the compile ends (``_base.compile_scope``).
 
     Example:
-        >>> _xla.device_module_for_this_compile()   # inside a compile: torch.xla exists until it ends
+        >>> xla.device_module_for_this_compile()   # inside a compile: torch.xla exists until it ends
     """
     if "torch_xla" not in sys.modules:
         return False
@@ -267,7 +267,7 @@ def einsum_visible() -> Iterator[None]:
     (``from torch import einsum``) runs torch_xla's fused einsum, which no dispatch mode sees.
 
     Example:
-        >>> with _xla.einsum_visible():
+        >>> with xla.einsum_visible():
         ...     y = torch.einsum("ij,jk->ik", a, b)   # aten.bmm under a dispatch mode, on XLA too
     """
     global _einsum_users, _einsum_before

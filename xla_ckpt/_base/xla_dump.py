@@ -5,8 +5,8 @@ usage" line is the program's peak in bytes, deterministic (on XLA:CPU ``xm.get_m
 nothing). The benchmark, the probes and the tests measure with it; nothing in the engine does.
 
 Example:
-    >>> # XLA_FLAGS=--xla_dump_to=/tmp/dump python train_step.py
-    >>> max(compiled_peaks("/tmp/dump").values())
+    >>> # XLA_FLAGS=--xla_dump_to=xla_dump python train_step.py
+    >>> max(compiled_peaks("xla_dump").values())
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two kinds matter to a region (issue 20): the functionalization wrapper that gives an XLA tensor's
 views their meaning (a dispatch mode's factory ops come back without it), and the sharding that
 ``xs.mark_sharding`` attaches to a value (a recorded program that recomputes the value drops it).
-torch_xla is imported lazily, through ``_xla``.
+torch_xla is imported lazily, through ``_base.xla``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _wrap(t: torch.Tensor) -> torch.Tensor:
 # recomputes the tensor drops it. The SPMD partitioner then recomputes an annotated activation
 # replicated (issue 20: f32[256,4096] per device instead of f32[256,1024], 1.66x the peak of no
 # checkpointing). ATen ops never set one on their outputs: a sharding on a recorded op's output was
-# attached by a call outside the dispatcher, and the replay carries it (``_direct``).
+# attached by a call outside the dispatcher, and the replay carries it (``_engine.direct``).
 
 
 def spmd() -> bool:

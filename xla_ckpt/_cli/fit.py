@@ -6,7 +6,9 @@ import argparse
 import sys
 from typing import Optional
 
+from xla_ckpt._api.attention import ATTENTION
 from xla_ckpt._api.chips import CHIPS
+from xla_ckpt._api.config_dump import to_toml
 from xla_ckpt._api.fit import DECODERS, DEFAULT_BUDGETS, DTYPES, arch_config, fit
 
 __all__ = ["main"]
@@ -15,6 +17,8 @@ EXAMPLE = """examples:
   python -m xla_ckpt fit --hf-config bench/configs/llama3_70b.json --seq 8192 --batch 1 --chips 64 --chip v5p
   python -m xla_ckpt fit --arch llama --hidden 4096 --layers 32 --heads 32 --kv-heads 8 --mlp 14336 \\
       --vocab 128256 --seq 8192 --batch 1 --chips 8 --chip v5e --json
+  python -m xla_ckpt fit --hf-config config.json --seq 4096 --chips 8 --chip v5e --write ckpt.toml
+      (then: xla_ckpt.apply(model, "ckpt.toml"))
 """
 
 
@@ -45,17 +49,40 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--fsdp", type=int, default=None, help="FSDP sharding degree (default: --chips; 1: replicated)")
     p.add_argument("--budgets", type=float, nargs="*", default=list(DEFAULT_BUDGETS),
                    help="memory_budget fractions to try besides the presets")
+    p.add_argument("--attention", choices=list(ATTENTION), default="math",
+                   help="attention kernel the activations are estimated with: " + "; ".join(
+                       f"{k}: {v}" for k, v in ATTENTION.items()) + " (default: math)")
     p.add_argument("--reserve", type=float, default=0.05, help="fraction of HBM kept free (default 0.05)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--write", metavar="PATH.toml", help="write the recommended config as TOML (what "
+                   "xla_ckpt.apply and load_config read); nothing is written when no policy fits")
     a = p.parse_args(argv)
+    if a.write is not None and not a.write.lower().endswith(".toml"):
+        print(f"error: --write {a.write}: the config is written as TOML; give a path ending in .toml",
+              file=sys.stderr)
+        return 2
     try:
         config = a.hf_config if a.hf_config else arch_config(
             a.arch, a.hidden, a.layers, a.heads, a.kv_heads, a.mlp, a.vocab, a.seq, a.head_dim)
         report = fit(config, seq=a.seq, batch=a.batch, chips=a.chips, chip=a.chip, hbm_gib=a.hbm_gib,
                      param_dtype=a.param_dtype, optim_dtype=a.optim_dtype, fsdp=a.fsdp, budgets=a.budgets,
-                     reserve=a.reserve, xla=True if a.xla else None)
+                     reserve=a.reserve, xla=True if a.xla else None, attention=a.attention)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(report.to_json() if a.json else report)
-    return 0 if report.recommended is not None else 1
+    if report.recommended is None:
+        if a.write is not None:
+            print(f"nothing written to {a.write}: no policy fits", file=sys.stderr)
+        return 1
+    if a.write is not None:
+        header = f"Written by python -m xla_ckpt fit {' '.join(argv if argv is not None else sys.argv[1:])}"
+        try:
+            with open(a.write, "w", encoding="utf-8") as f:
+                f.write(to_toml(report.recommended, header=header))
+        except OSError as e:
+            print(f"error: --write: {e}", file=sys.stderr)
+            return 2
+        if not a.json:  # JSON output stays one parseable document
+            print(f"wrote {a.write}: xla_ckpt.apply(model, {a.write!r}) applies {report.recommended_policy}")
+    return 0

@@ -86,6 +86,19 @@ class ForwardContext(TorchDispatchMode):
         self.deferred = deferred
         self.site: Optional[FrameType] = None
 
+    # torch >= 2.13 numbers each compiled region by writing ``fwd_ctx.ac_graph_id`` on the forward
+    # context its ``context_fn`` returned (``tag_activation_checkpoint_impl``); the inner mode copies it
+    # into every node's meta, and the partitioner compares the ids of neighbouring nodes
+    # (``cleanup_recompute_tags``: ``None > None`` raised a TypeError with the id left on this wrapper).
+    # torch 2.9 numbers the nodes itself and never sets it.
+    @property
+    def ac_graph_id(self) -> Any:
+        return getattr(self.inner, "ac_graph_id", None)
+
+    @ac_graph_id.setter
+    def ac_graph_id(self, value: Any) -> None:
+        self.inner.ac_graph_id = value
+
     def __enter__(self) -> "ForwardContext":
         self.inner.__enter__()
         # The frame that runs the region (torch's checkpoint(), the generator's caller): an

@@ -6,8 +6,8 @@ recomputation after the gradient that needs it, so XLA is free to run every regi
 start of backward, all alive at once: the compiled backward then keeps little of the saving
 (default GPT, XLA:CPU: megatron_selective 0.94x and full 0.84x of compiled ``none``).
 
-:func:`fence_backward` adds the lazy engine's fence (``_replay_state``; /work/shared/xla_cpu_facts.md
-"A fence that holds") to the partitioned backward graph: for each region (``ac_graph_id``) it finds
+:func:`fence_backward` adds the lazy engine's fence (``_ir.replay_state.Fence``; docs/design.md,
+"The fence on XLA, measured") to the partitioned backward graph: for each region (``ac_graph_id``) it finds
 the first backward node that reads the region's recomputed values, takes one element ``s`` of a
 gradient that node reads, forms ``z = where(s != s, s, 0)`` (zero unless the gradient is NaN: the
 compiler cannot fold it) and adds ``z`` to every saved tensor the recomputation starts from. The
@@ -17,7 +17,7 @@ reads a weight also reads a fenced activation).
 
 :func:`fenced` wraps any partition function (AOTAutograd + min-cut + marks, as torch_tpu's backend);
 under ``backend="openxla"`` the library installs it for the compile of a checkpointed XLA region
-(``_compile_scope``), because that backend's default partitioner calls torch's min-cut by name.
+(``_base.compile_scope``), because that backend's default partitioner calls torch's min-cut by name.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ marks land on the joint graph (``node.meta["recompute"]``) and the min-cut parti
 them (inductor, and torch_tpu's ``"tpu"`` backend, which also fences recompute chains).
 
 On XLA (``backend="openxla"``) a compile of a region also gets, for that compile only
-(``_compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
-none), and the fenced min-cut (``_compiled_fence``) that ties each recomputed chain to its gradient.
+(``_base.compile_scope``): the ``torch.xla`` device module torch's checkpoint looks up (torch_xla 2.9 has
+none), and the fenced min-cut (``_compile.fence``) that ties each recomputed chain to its gradient.
 Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
 A region Dynamo cannot trace (a graph break inside it) runs in the lazy engine there (``_torch_checkpoint``).
 
@@ -202,11 +202,16 @@ class _Lowering:
         pending = self.pending
         if name is None or pending is None or not alias_nodes:
             return
+        # Walk back through the ops the policy is never asked about (views, detach, ``_unsafe_view``:
+        # ``skipped``), as eager names the op that made the value. torch 2.15 traces a 3-D
+        # ``nn.Linear``'s output reshape as ``aten._unsafe_view`` (2.13: ``aten.view``), which is no
+        # view by its schema: stopping there lost ``tag(self.qkv(x), "qkv")`` under compile.
         src = next((n for n in alias_nodes if n.op == "call_function"), None)
         while src is not None and isinstance(getattr(src, "target", None), torch._ops.OpOverload):
             if src in pending.nodes:
                 break
-            src = src.args[0] if (src.target.is_view and src.args and isinstance(src.args[0], torch.fx.Node)) else None
+            through = src.target.is_view or skipped(src.target)
+            src = src.args[0] if (through and src.args and isinstance(src.args[0], torch.fx.Node)) else None
         if src is None or src not in pending.nodes:
             return  # the tagged value was not made by the latest op (as in eager: the tag is ignored)
         pending.call = replace(pending.call, tag=name)

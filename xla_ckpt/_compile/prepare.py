@@ -24,12 +24,12 @@ def prepare_this_compile(on_xla: bool) -> bool:
 
 
 def _prepare(on_xla: bool) -> bool:
-    """What a compile of an XLA region needs from torch, set until the compile ends (``_compile_scope``).
+    """What a compile of an XLA region needs from torch, set until the compile ends (``_base.compile_scope``).
 
-    - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_xla``).
+    - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_base.xla``).
     - Fenced recompute: ``backend="openxla"`` partitions with torch's default partitioner, which calls
       ``min_cut_rematerialization_partition`` by name for marked graphs; for this compile that name is
-      the fenced min-cut (``_compiled_fence``), so XLA cannot run every recompute at once.
+      the fenced min-cut (``_compile.fence``), so XLA cannot run every recompute at once.
 
     Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
     instead of tracing it: both are in place before AOTAutograd traces the region.

@@ -1,6 +1,6 @@
 """XLA: record a region's forward and build the ATen program its recompute runs instead of ``fn``.
 
-The general replay (``_replay.py``) runs ``fn`` a second time under a dispatch mode and checks each
+The general replay (``_engine/replay.py``) runs ``fn`` a second time under a dispatch mode and checks each
 op against the forward. On XLA that second trace is most of a region's backward host time: ``fn``'s
 Python (modules, hooks) and one trip through the Python mode per op, dead ones included. On a TPU
 the host trace often *is* the step time.
@@ -15,7 +15,7 @@ recompute cannot diverge from the forward (the same ops, the same non-tensor arg
 function that reads Python-side state gives the forward's gradient here instead of an error.
 
 Work that bypasses the dispatcher is invisible to the record. The one torch_xla attaches to a value
-that the program recomputes is a sharding (``xs.mark_sharding``, see ``_xla_state``): ATen ops
+that the program recomputes is a sharding (``xs.mark_sharding``, see ``_base.xla_state``): ATen ops
 never set one, so each sharding found on a recorded value at the end of forward is put back on its
 recomputed (or fenced) value; a MANUAL sharding cannot be put back that way, and the general replay
 runs. A tensor made outside ATen (``_XLAC`` calls that return one) is no recorded value: the program

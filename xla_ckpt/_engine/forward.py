@@ -367,7 +367,7 @@ class ForwardMode(TorchDispatchMode):
         finally:
             self.busy = False
         # A factory op (or a copy from the CPU) on XLA: fn must get the tensor torch_xla gives it
-        # outside the mode, or its views read the wrong elements (see _xla_state). The record keeps
+        # outside the mode, or its views read the wrong elements (see _base.xla_state). The record keeps
         # the tensor under the wrapper, the one later ops reach the mode with. (A plain tensor off
         # XLA, the common case, skips the call: the per-op budget of tests/test_trace_cost.py.)
         return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)

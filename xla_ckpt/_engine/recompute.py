@@ -1,10 +1,10 @@
 """Backward of a region: recompute what autograd saved, from the recorded program or by running fn again.
 
 The first unpack of a slot (``region.py``) calls ``recompute``, which returns what autograd saved. On XLA, a region whose forward
-was recorded (``_direct``) replays that ATen program; otherwise ``fn`` runs again under the replay
-mode (``_replay``), from the region's inputs (a copy taken before fn's first write to one, a
+was recorded (``_engine.direct``) replays that ATen program; otherwise ``fn`` runs again under the replay
+mode (``_engine.replay``), from the region's inputs (a copy taken before fn's first write to one, a
 stand-in for an input backward never reads), with the forward's autocast state. On XLA every value
-the recompute starts from is fenced on the incoming gradient (``_replay_state.Fence``).
+the recompute starts from is fenced on the incoming gradient (``_ir.replay_state.Fence``).
 """
 
 from __future__ import annotations

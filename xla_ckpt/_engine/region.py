@@ -173,7 +173,7 @@ def checkpoint(
             full recompute; turn it on when you suspect non-determinism.
         use_reentrant, preserve_rng_state, determinism_check, context_fn, debug:
             ``torch.utils.checkpoint.checkpoint``'s keywords, so migrated calls keep them: each has
-            torch's meaning or raises an error naming it and the fix (table in ``_torch_args``); a
+            torch's meaning or raises an error naming it and the fix (table in ``_policy.torch_args``); a
             ``context_fn`` built by ``create_selective_checkpoint_contexts`` becomes the policy.
             They are never passed to ``fn``.
         fn_kwargs: keyword arguments for ``fn`` under any name, also ``policy``, ``verify`` or one

@@ -86,7 +86,7 @@ class ReplayMode(TorchDispatchMode):
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
                 f"than in forward ({bad}). {hint(func, rec.module)}"
             )
-        # A factory op on XLA: fn gets a functional tensor, as in forward (see _xla_state.lift).
+        # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
         return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
 
@@ -168,7 +168,7 @@ class ReplayMode(TorchDispatchMode):
     def _run(func: Any, args: tuple, kwargs: dict, rec: Record) -> Any:
         if rec.draw is None:
             return func(*args, **kwargs)
-        # Each random op draws from the state it drew from in forward (see _replay_state.Draw).
+        # Each random op draws from the state it drew from in forward (see _ir.replay_state.Draw).
         out, matched = rec.draw.replay(lambda: func(*args, **kwargs))
         if not matched:
             raise CheckpointError(

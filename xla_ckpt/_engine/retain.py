@@ -4,7 +4,7 @@ The forward caches every output the policy keeps. At the end of forward (``regio
 the region knows everything backward can read, and keeps only that: a planning policy decides its
 positions over the whole region (``plan``); outputs nothing reads are dropped, dead ops are marked
 so the replay skips them, inputs backward never reads are let go (``keep_only_live``, using
-``_liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
+``_ir.liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
 fewer bytes (``_promote``), and a multi-output op keeps only the outputs something reads.
 """
 
@@ -54,7 +54,7 @@ def _demote(region: RegionState, pos: int) -> None:
 
 
 def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
-    """Drop what backward cannot read (see ``_liveness``): cached outputs, dead ops, unread inputs.
+    """Drop what backward cannot read (see ``_ir.liveness``): cached outputs, dead ops, unread inputs.
 
     Returns the positions the replay runs (None: all of them).
     """

@@ -9,7 +9,7 @@ inputs, and so on back to the region's inputs. Everything outside that set is de
   of the recorded shape stands in: it is never read, which the replay checks);
 - a region input no live op reads is not held by the region.
 
-Producers are tracked by buffer (``_xla.buffer_key``): eager views share their base's storage, XLA
+Producers are tracked by buffer (``_base.xla.buffer_key``): eager views share their base's storage, XLA
 views are mapped to their base's producer as they run.
 """
 
@@ -84,10 +84,10 @@ class Dataflow:
         self.deps: list[tuple[int, ...]] = []
         self.dep_keys: list[tuple[Any, ...]] = []  # per position, the buffers it read
         self.packed: list[int] = []
-        self.packed_keys: list[Any] = []  # buffer of each packed tensor (outside ones: see ``_external``)
+        self.packed_keys: list[Any] = []  # buffer of each packed tensor (outside ones: see ``_engine.outside``)
         self.always: list[int] = []
         # Tensors from outside the region (parameters, closures) read by each position, and on XLA
-        # the base buffer of each view of one (a view is a new buffer there): see ``_external``.
+        # the base buffer of each view of one (a view is a new buffer there): see ``_engine.outside``.
         self.outside_at: dict[int, list[tuple[int, Any, torch.Tensor]]] = {}  # per position: (argument, buffer, tensor)
         self.outside_base: dict[Any, Any] = {}
         # XLA: the base tensor behind each such buffer (a closure, a parameter, a constant fn built):

@@ -292,6 +292,6 @@ class Record:
     meta: tuple  # shapes/dtypes of the tensor outputs
     module: str
     tag: Optional[str]
-    draw: Any = None  # random ops: the generator and its states around the op (_replay_state.Draw)
+    draw: Any = None  # random ops: the generator and its states around the op (_ir.replay_state.Draw)
     spec: Any = None  # eager: how to make a stand-in for the outputs (see stand_in)
-    live: bool = True  # False: backward needs nothing this op makes (see _liveness)
+    live: bool = True  # False: backward needs nothing this op makes (see _ir.liveness)

@@ -7,7 +7,7 @@ saved) and applies the decisions it returns, before liveness drops what backward
 
 The cost: until the region's forward ends, its planned outputs stay alive (as without
 checkpointing, for one region at a time), and the ``OpCall`` objects keep their arguments.
-``RegionView.cost`` evaluates a choice exactly as the engine will keep it (``_liveness``): bytes of
+``RegionView.cost`` evaluates a choice exactly as the engine will keep it (``_ir.liveness``): bytes of
 the cached outputs backward reads and of the region inputs the replay reads, and what the replay
 must recompute, ops that rebuild a saved op's inputs included.
 """

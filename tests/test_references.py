@@ -1,0 +1,173 @@
+"""Docstrings, comments and docs name files and modules that exist, and no machine's paths.
+
+Text only (``tokenize`` for the library's comments and docstrings, the whole page for docs), so it is fast
+and runs in the fast tier. It reads:
+
+- the library's comments and docstrings (every string on a line of its own), and its other strings for
+  paths (an error message that names a file must name a real one);
+- README.md and docs/*.md (docs/notes/ holds working notes and CHANGELOG.md history: both may name
+  what no longer exists).
+
+A reference is a path under the repository (``xla_ckpt/_engine/replay.py``, ``tests/test_fuzz.py``), a
+module path inside the package (``_engine/replay.py``), a dotted name (``_ir.replay_state.Fence``,
+``xla_ckpt.policies.offload``), or one of the flat module names the layering (issue 21) removed
+(``_replay_state``, ``_compiled.py``): those are never right any more.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import pathlib
+import re
+import tokenize
+from typing import Iterator
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "xla_ckpt"
+LAYERS = ("_base", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_cli")
+# The wheel ships policies/ as xla_ckpt/presets/ (pyproject's package-dir).
+ALIASES = {"xla_ckpt/presets": "policies"}
+# Other projects' files the docs cite where a peer test was ported from (docs/correctness.md).
+UPSTREAM = frozenset({"tests/unit_tests/test_activation_checkpoint.py",  # torchtitan
+                      "tests/api_test.py"})  # JAX
+# The flat modules before the layering; each now lives in a layer (``_replay`` -> ``_engine/replay.py``).
+REMOVED = frozenset(
+    "_apply _blocks _budget _chips _compat _compile_scope _compiled _compiled_fence _config _direct _dots "
+    "_estimate _explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
+    "_offload_policies _params _plan _presets _recompute _record _replay _replay_state _report _retain "
+    "_saved _scale _scan _tag _torch_args _wrap _xla _xla_state".split())
+
+MACHINE_PATH = re.compile(r"(?<![\w.$~])/(?:work|tmp|root|home|Users|mnt|opt|var/folders)/")
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:xla_ckpt|tests|bench|docs|policies)/[\w./-]*[\w/])")
+OUTPUT_FLAG = re.compile(r"--[\w-]+[ =]$")  # `--json bench/results/tpu.json`: a file the command writes
+LAYER_PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w/]*\w\.py)\b" % "|".join(LAYERS))
+PRIVATE_FILE = re.compile(r"(?<![\w/.-])(_\w+\.py)\b")
+DOTTED = re.compile(r"(?<![\w./-])((?:xla_ckpt\.)?(?:%s)(?:\.\w+)+)" % "|".join(LAYERS))
+PUBLIC_DOTTED = re.compile(r"(?<![\w./-])(xla_ckpt(?:\.\w+)+)")
+OLD_NAME = re.compile(r"(?<![\w./-])(_\w+)(?![\w/-])")
+
+
+def _library_texts() -> Iterator[tuple[str, int, str, bool]]:
+    """(file, line, text, is_prose) for each comment and string of the library; prose: a comment or a
+    docstring-like string (one standing on its own line), as opposed to a string inside code."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        prev = tokenize.NEWLINE
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            if tok.type == tokenize.COMMENT:
+                yield name, tok.start[0], tok.string, True
+            elif tok.type == tokenize.STRING:
+                alone = prev in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT)
+                yield name, tok.start[0], tok.string, alone
+            if tok.type not in (tokenize.COMMENT, tokenize.NL):
+                prev = tok.type
+
+
+def _doc_texts() -> Iterator[tuple[str, int, str, bool]]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        yield str(path.relative_to(ROOT)), 1, path.read_text(), True
+
+
+def _lines(text: str, first: int) -> Iterator[tuple[int, str]]:
+    for i, line in enumerate(text.split("\n")):
+        yield first + i, line
+
+
+def _exists(rel: str) -> bool:
+    rel = rel.rstrip("/.")
+    for alias, real in ALIASES.items():
+        if rel == alias or rel.startswith(alias + "/"):
+            rel = real + rel[len(alias):]
+    return (ROOT / rel).exists()
+
+
+def _resolves(dotted: str) -> bool:
+    """``_ir.replay_state.Fence`` or ``xla_ckpt.policies.offload``: the longest importable module
+    prefix, then attributes."""
+    parts = dotted.split(".")
+    if parts[0] != "xla_ckpt":
+        parts.insert(0, "xla_ckpt")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def problems(texts) -> list[str]:
+    basenames = {p.name for d in ("xla_ckpt", "tests", "bench") for p in (ROOT / d).rglob("*.py")}
+    out = []
+    for name, first, text, prose in texts:
+        for line, s in _lines(text, first):
+            where = f"{name}:{line}"
+            for m in MACHINE_PATH.finditer(s):
+                out.append(f"{where}: a machine's path ({s[m.start():m.start() + 40].split()[0]}); name a repository file")
+            for m in REPO_PATH.finditer(s):
+                if m.group(1) in UPSTREAM or OUTPUT_FLAG.search(s[:m.start()]):
+                    continue
+                if not _exists(m.group(1)):
+                    out.append(f"{where}: {m.group(1)} does not exist")
+            for m in LAYER_PATH.finditer(s):
+                if not (PACKAGE / m.group(1)).is_file():
+                    out.append(f"{where}: xla_ckpt/{m.group(1)} does not exist")
+            for m in PRIVATE_FILE.finditer(s):
+                if m.group(1) not in basenames:
+                    out.append(f"{where}: no file {m.group(1)} (a module the layering moved? name its layer's path)")
+            if not prose:
+                continue
+            for m in DOTTED.finditer(s):
+                if not _resolves(m.group(1)):
+                    out.append(f"{where}: {m.group(1)} does not resolve")
+            for m in PUBLIC_DOTTED.finditer(s):
+                if not _resolves(m.group(1)):
+                    out.append(f"{where}: {m.group(1)} does not resolve")
+            for m in OLD_NAME.finditer(s):
+                if m.group(1) in REMOVED:
+                    out.append(f"{where}: {m.group(1)} is a module the layering removed (see tests/test_layers.py "
+                               f"for the layers)")
+    return out
+
+
+def test_the_library_names_only_what_exists():
+    found = problems(_library_texts())
+    assert not found, "\n".join(found)
+
+
+def test_the_docs_name_only_what_exists():
+    found = problems(_doc_texts())
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("text", [
+    "# fenced as in _replay_state.Fence",
+    "# see ``_compiled``",
+    "# the general replay (_replay.py)",
+    "# facts in /work/shared/xla_cpu_facts.md",
+    "# dump to /tmp/dump",
+    "# see xla_ckpt/_engine/gone.py",
+    "# see _engine/gone.py",
+    "# see ``_ir.replay_state.Nothing``",
+    "# see xla_ckpt.policies.no_such_policy",
+])
+def test_a_stale_reference_is_found(text):
+    assert problems([("example.py", 1, text, True)]), text
+
+
+@pytest.mark.parametrize("text", [
+    "# fenced as in ``_ir.replay_state.Fence`` (xla_ckpt/_ir/replay_state.py)",
+    "# the general replay (``_engine/replay.py``); presets in xla_ckpt/presets/",
+    "# tests/test_fuzz.py, bench/memory.py, docs/correctness.md, xla_ckpt.policies.offload",
+    "# a private helper ``_wrap_torch`` and $HOME/tmp/x are not module references",
+    "python bench/memory.py --json bench/results/new.json (an output the command writes)",
+])
+def test_a_current_reference_passes(text):
+    assert not problems([("example.py", 1, text, True)]), problems([("example.py", 1, text, True)])
