@@ -25,6 +25,8 @@ __all__ = [
     "shape_nbytes",
     "get_rng_state",
     "set_rng_state",
+    "base_seed",
+    "advance_rng",
     "hardware_type",
     "optimization_barrier_",
     "place_to_host",
@@ -116,6 +118,30 @@ def set_rng_state(state: Any, device: torch.device) -> None:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     xm.set_rng_state(state, device)
+
+
+def base_seed(device: torch.device) -> int:
+    """torch_xla's base seed of ``device``: the one the next sync derives its seed from.
+
+    Reading it also sets the running seed back to it (``GetBaseSeedData``, made for the dynamo
+    bridge): the caller sets the state right after. One 8-byte upload to the device.
+    """
+    import torch_xla  # noqa: PLC0415
+
+    torch_xla._XLAC._get_base_seed_as_tensor(str(device))
+    return get_rng_state(device)
+
+
+def advance_rng(device: torch.device, n: int) -> None:
+    """Trace ``n`` draws on ``device`` (nothing executes them): the running seed moves ``n`` updates
+    on from the base, and the seed value the next random op traces follows from it as in a plain run."""
+    if n:
+        with torch.no_grad():
+            t = torch.empty(0, device=device)
+            if torch._is_functional_tensor(t):
+                t = torch._from_functional_tensor(t)  # below functionalization: 8 us a draw, not 70
+            for _ in range(n):
+                t.uniform_()  # every XLA random op takes one seed update, whatever its size
 
 
 # --------------------------------------------------------------------------- fence

@@ -6,8 +6,9 @@ Python (modules, hooks) and one trip through the Python mode per op, dead ones i
 the host trace often *is* the step time.
 
 Below functionalization every op XLA runs is functional (views are ``*_copy`` ops, in-place writes
-are new values), and random ops are always saved there. So the forward's ops, with their tensor
-arguments recorded as references to earlier values, are a program that can be run again exactly:
+are new values), and a recomputed random op draws from the forward's seed (``_replay_state.Draw``).
+So the forward's ops, with their tensor arguments recorded as references to earlier values, are a
+program that can be run again exactly:
 only the ops backward needs (walking back from what autograd saved), from the region inputs, the
 cached outputs and the forward's outside tensors, with no Python from ``fn`` and no mode. The
 recompute cannot diverge from the forward (the same ops, the same non-tensor arguments), so a
@@ -214,8 +215,9 @@ class Recorder:
         while todo:
             step = todo.pop()
             func, args, kwargs = producers[step]
-            if step[0] == "out" and records[step[1]].info.random and draws(records[step[1]].info, args, kwargs):
-                self.refuse("a random op would be recomputed")
+            if step[0] == "out" and records[step[1]].info.random and records[step[1]].draw is None and draws(
+                    records[step[1]].info, args, kwargs):
+                self.refuse("a random op whose draw was not recorded would be recomputed")
                 return None
             refs: list[Ref] = []
             try:
@@ -229,7 +231,8 @@ class Recorder:
                 if not need(r):
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
-        steps = [Step(s, producers[s][0], *templates[s]) for s in sorted(needed, key=order.__getitem__)]
+        steps = [Step(s, producers[s][0], *templates[s], records[s[1]].draw if s[0] == "out" else None)
+                 for s in sorted(needed, key=order.__getitem__)]
         shardings: dict[Ref, Any] = {}
         if spmd():
             for ref, t in self._values(region, needed, starts):

@@ -37,6 +37,7 @@ from xla_ckpt._policy.plan import plans
 __all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+_FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
 
 # The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
 _stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -188,8 +189,25 @@ class Forward:
             # running module or the checkpointed one; None for any other (a closure).
             self.xla_outside_write(buffer_key(new), lambda: old)
         self.state.writing(key, lambda i: old)
-        if self.recorder is not None:
+        if self.recorder is not None and not self._fills(key, new):
             self.recorder.refuse("fn writes in place")
+
+    def _fills(self, key: Any, new: torch.Tensor) -> bool:
+        """An in-place op that fills a fresh buffer: dropout's ``empty_like``, ``bernoulli_``, ``div_``.
+
+        The value written over comes from the op right before (nothing else read it, no view of it,
+        autograd did not save it) and holds no data (``empty_like``) or a draw: below
+        functionalization the program replays it as the functional ops it is.
+        """
+        producer = self.flow.producer
+        p = producer.get(key, -1)
+        if p < 0 or producer.get(buffer_key(new)) != p + 1 or key in self.state.packed_keys:
+            return False
+        views = self.recorder.views if self.recorder is not None else ()
+        if views and views[-1][0] > p:
+            return False
+        rec = self.state.records[p]
+        return rec.info.random or rec.op.overloadpacket in _FRESH
 
     def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
         """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
@@ -246,11 +264,6 @@ class Forward:
         planner = False
         if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
-        elif info.random and self.on_xla and draws(info, call.args, call.kwargs):  # SDPA at dropout_p=0: no draw
-            # torch_xla's RNG cannot be put back exactly (each sync advances a base seed that can only
-            # be set together with the running seed), so on XLA random outputs are kept, not redrawn:
-            # exact masks, and the caller's RNG state after backward is the unchecked run's.
-            decision = SAVE
         elif plans(policy):
             planner, decision = True, SAVE  # decided with the whole region at the end of forward
         else:
@@ -343,7 +356,8 @@ class ForwardMode(TorchDispatchMode):
             finally:
                 self.busy = False
         draw = None
-        if info.random and not fw.on_xla and draws(info, args, kwargs):
+        if info.random and draws(info, args, kwargs):  # SDPA at dropout_p=0: no draw
+            # XLA too: the replay sets torch_xla's running seed back for the op (``_replay_state``).
             draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
         else:
             out = func(*args, **kwargs)

@@ -23,7 +23,7 @@ from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
 from xla_ckpt._engine.replay import ReplayMode
-from xla_ckpt._ir.replay_state import Fence
+from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen
 from xla_ckpt._engine.state import Absent, RegionState
 
@@ -132,6 +132,7 @@ class Recomputation:
                     stack.enter_context(torch.autocast(device_type, enabled=False))
                 outputs = region.program.run(region, fence, _barrier)
             region.outside.refresh()
+            _settle_later()
             return outputs
         if fence is not None:
             _barrier(tensors((args, kwargs)) + [fence.zero])
@@ -151,6 +152,7 @@ class Recomputation:
                 region.fn(*args, **kwargs)
         finally:
             self.replay = None
+            _settle_later()
         region.outside.refresh()  # fn's own writes in the replay (running statistics) are not the caller's
         if replay.pos != len(region.records) or len(self.outputs) != region.n_packed:
             raise CheckpointError(
@@ -197,6 +199,30 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
     return Recomputation(state).run()
+
+
+_queued: set[int] = set()  # graph tasks (backward calls) whose end puts torch_xla's base seed back
+
+
+def _settle_later() -> None:
+    """A replayed XLA draw moved torch_xla's base seed (``_replay_state.settle_xla``): put it back at the
+    end of this backward (one throwaway draw per update since the last sync, so once per backward, not
+    per region), or now when no backward runs (a saved tensor unpacked by hand)."""
+    if not displaced():  # the common case: no XLA draw was replayed
+        return
+    task = torch._C._current_graph_task_id()
+    if task == -1:
+        settle_xla(task)
+        return
+    if task in _queued:
+        return
+    _queued.add(task)
+
+    def settle() -> None:
+        _queued.discard(task)
+        settle_xla(task)
+
+    torch.autograd.Variable._execution_engine.queue_callback(settle)
 
 
 def _barrier(tensors_: list[torch.Tensor]) -> None:

@@ -96,8 +96,9 @@ class ReplayMode(TorchDispatchMode):
             return self._saved(func, args, kwargs, rec, pos)
         if not rec.live and not self.verify:
             # Nothing backward needs comes from this op: a stand-in, never read (checked below). XLA
-            # (no spec): run lazily, nothing executes it; only a random op there must not (``retain.py``).
-            out = stand_in(rec.spec) if rec.spec is not None else func(*args, **kwargs)
+            # (no spec): run lazily, nothing executes it; a random op from its forward state, or it
+            # would take one seed update more than the plain run.
+            out = stand_in(rec.spec) if rec.spec is not None else self._run(func, args, kwargs, rec)
             made = tensors(out)
             self.stand_ins.extend(made)
             for t in made:
@@ -122,6 +123,8 @@ class ReplayMode(TorchDispatchMode):
                         "verify=True) runs every op and avoids it."
                     )
         out = self._run(func, args, kwargs, rec)
+        if rec.draw is not None and self.fence is not None:
+            out = self._fenced(out)  # see ``program._redraw``
         meta = out_meta(out)
         if meta != rec.meta:
             raise CheckpointError(
@@ -144,16 +147,20 @@ class ReplayMode(TorchDispatchMode):
 
     def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
         cached = self.region.cached(pos, func, rec)
-        if self.verify and (rec.draw is not None or not rec.info.random):  # XLA: kept, never redrawn
+        if self.verify and (rec.draw is not None or not rec.info.random):  # a draw: from the forward's state
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached
+        return self._fenced(cached)
+
+    def _fenced(self, out: Any) -> Any:
         fence = self.fence
-        self.busy = True
+        assert fence is not None
+        self.busy = True  # the fence's adds are not fn's ops
         try:
-            if isinstance(cached, torch.Tensor):
-                return fence.apply(cached)
-            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, cached)
+            if isinstance(out, torch.Tensor):
+                return fence.apply(out)
+            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, out)
         finally:
             self.busy = False
 

@@ -7,9 +7,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import CheckpointError
 
-__all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices"]
+__all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices", "displaced", "settle_xla"]
 
 # One lock per device's generators, held around every forward random op (state before, the op,
 # state after) and every replayed one (set, run, check, restore). Without it two threads' replays
@@ -76,6 +78,8 @@ class Draw:
         """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
         with _lock_for(self.source):
             now = _get(self.source)
+            if _is_xla(self.source):
+                now = _displace(self.source, now)  # type: ignore[arg-type]
             _set(self.source, self.before)
             try:
                 out = run()
@@ -119,6 +123,139 @@ def _set(source: "torch.Generator | torch.device", state: Any) -> None:
 
 def _same(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else a == b
+
+
+def _is_xla(source: "torch.Generator | torch.device") -> bool:
+    return isinstance(source, torch.device) and source.type == "xla"
+
+
+# torch_xla's RNG per device (torch/csrc/lazy/core/lazy_graph_executor.cpp and torch_xla's
+# xla_graph_executor.cpp): a base seed, a running seed, and the seed value traced so far. Each traced
+# random op takes ``running = running * 214013 + 2531011`` (and the same update on the traced value),
+# each sync ``base = base * 7012063 + 1012031; running = base``. ``set_rng_state`` sets base and
+# running together, so a replayed draw (set to the forward's state, draw, set back) leaves the running
+# seed exact but the base moved: every draw after the next sync would differ from the plain run's. The
+# base is read once per backward (``base_seed``) before the first replayed draw moves it, and
+# ``settle_xla`` puts it back at the end of backward: set it, then trace as many throwaway draws as
+# the running seed is ahead of it (the traced seed value follows from them exactly as in a plain run).
+_MUL, _ADD, _SYNC_MUL, _SYNC_ADD, _MASK = 214013, 2531011, 7012063, 1012031, (1 << 64) - 1
+_NEAR = 1 << 12  # draws between two replayed random ops of one backward, or up to its end
+_FAR = 1 << 22  # draws since the last sync
+
+
+def _steps(start: int, end: int, bound: int) -> Optional[int]:
+    """How many seed updates lead from ``start`` to ``end`` (at most ``bound``), or None."""
+    s = start
+    for n in range(bound + 1):
+        if s == end:
+            return n
+        s = (s * _MUL + _ADD) & _MASK
+    return None
+
+
+def _synced(s: int) -> int:
+    return (s * _SYNC_MUL + _SYNC_ADD) & _MASK
+
+
+class _Moved:
+    """An XLA device whose base seed our replays moved: ``base`` is the plain run's, ``n`` the updates
+    from it to ``left``, the state the latest replayed draw set back (base and running both)."""
+
+    __slots__ = ("base", "n", "left", "task")
+
+    def __init__(self, base: int, n: int, left: int) -> None:
+        self.base, self.n, self.left = base, n, left
+        # The backward it happened in: one that raised never settles, and its entry must not be
+        # read by the next backward's replays.
+        self.task = torch._C._current_graph_task_id()
+
+
+_MOVED: dict[tuple[str, Optional[int]], _Moved] = {}
+
+
+def _where(dev: torch.device, moved: _Moved, now: int) -> tuple[Optional[int], bool]:
+    """Updates from ``moved.left`` to ``now``, and whether a sync fell between; (None, False): neither
+    reaches ``now`` (the caller set the seed since: the base is theirs)."""
+    j = _steps(moved.left, now, _NEAR)
+    if j is not None:
+        return j, False
+    return _steps(_synced(moved.left), now, _NEAR), True
+
+
+def _sync_error(dev: torch.device) -> CheckpointError:
+    return CheckpointError(
+        f"torch_xla's RNG stream on {dev} cannot be put back: a sync (torch_xla.sync, xm.mark_step) ran "
+        "during backward between the recomputation of a checkpointed random op and later random ops, which "
+        "then drew other numbers than without checkpointing. Sync after backward, or keep random ops saved "
+        "(a policy that saves them)."
+    )
+
+
+def _displace(dev: torch.device, now: int) -> int:
+    """A replayed draw on ``dev`` is about to set the state: note the base seed it moves (lock held).
+
+    Returns the state to set back after the draw (``now``, or the plain run's after a sync that derived
+    its seed from a base a replay had moved)."""
+    key = (dev.type, dev.index)
+    moved = _MOVED.get(key)
+    if moved is not None and moved.task != torch._C._current_graph_task_id():
+        del _MOVED[key]  # left by a backward that raised: its base is lost with it
+        moved = None
+    if moved is not None:
+        j, synced = _where(dev, moved, now)
+        if j is not None and not synced:
+            moved.n += j
+            moved.left = now
+            return now
+        if synced:
+            if j:
+                del _MOVED[key]
+                raise _sync_error(dev)
+            # A sync right before (and no draw since): it derived its seed from our base; the plain
+            # run's is derived from the one we moved.
+            _set(dev, _synced(moved.base))
+            now = _synced(moved.base)
+        del _MOVED[key]
+    base = _xla.base_seed(dev)  # also sets the running seed to the base
+    n = _steps(base, now, _FAR)
+    _set(dev, now)
+    if n is None:
+        raise CheckpointError(
+            f"torch_xla's RNG stream on {dev} cannot be put back after a recomputed random op: its running "
+            f"seed is more than {_FAR} draws past the base seed (no sync for that long). Sync more often, or "
+            "keep random ops saved (a policy that saves them)."
+        )
+    _MOVED[key] = _Moved(base, n, now)
+    return now
+
+
+def displaced() -> bool:
+    """Whether a replayed draw moved an XLA base seed that ``settle_xla`` has not put back yet."""
+    return bool(_MOVED)
+
+
+def settle_xla(task: int) -> None:
+    """Put back every XLA base seed the replayed draws of backward ``task`` (the autograd graph task id, -1
+    outside backward) moved: the RNG state is then the plain run's, before and after the next sync. Called
+    once per backward, at its end (``recompute``). Entries of other tasks are from a backward that raised."""
+    for key in list(_MOVED):
+        dev = torch.device(key[0], key[1])
+        with _lock_for(dev):
+            moved = _MOVED.pop(key, None)
+            if moved is None or moved.task != task:
+                continue
+            now = _get(dev)
+            j, synced = _where(dev, moved, now)
+            if j is None:
+                continue  # the caller set the seed since the latest replayed draw: the state is theirs
+            if synced and j:
+                raise _sync_error(dev)
+            base, n = (_synced(moved.base), 0) if synced else (moved.base, moved.n + j)
+            _set(dev, base)
+            with _compat.without_callers_modes():
+                _xla.advance_rng(dev, n)
+            if _get(dev) != now and not synced:
+                raise CheckpointError(f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
 
 
 def autocast_state(devices: list[torch.device]) -> list[tuple[str, bool, torch.dtype]]:
