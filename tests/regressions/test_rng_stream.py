@@ -1,6 +1,7 @@
 """The RNG stream after a checkpointed step equals the plain step's, on the CPU and on XLA (issue 28).
 
-On XLA random ops are kept from the forward (never redrawn). A kept random output that backward never
+When this was found, random ops on XLA were kept from the forward (never redrawn; since issue 31 they
+are recomputed when the policy says so, from the forward's seed). A kept random output that backward never
 reads is dropped at the end of forward, and the general replay (``fn`` run again: a region with
 dropout always takes it, since dropout writes in place) ran the op again: one more draw from
 torch_xla's seed, traced but never executed. Values and grads stayed exact; torch_xla's running seed
