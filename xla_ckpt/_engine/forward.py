@@ -357,7 +357,7 @@ class ForwardMode(TorchDispatchMode):
                 self.busy = False
         draw = None
         if info.random and draws(info, args, kwargs):  # SDPA at dropout_p=0: no draw
-            # XLA too: the replay sets torch_xla's running seed back for the op (``_replay_state``).
+            # XLA too: the replay sets torch_xla's running seed back for the op (``_ir/replay_state.py``).
             draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
         else:
             out = func(*args, **kwargs)

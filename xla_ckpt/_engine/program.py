@@ -143,7 +143,7 @@ def _fill(x: Any, arg: Callable[[Ref], Any]) -> Any:
 
 
 def _redraw(step: Step, arg: Callable[[Ref], Any], module: str) -> Any:
-    """A random op run from the forward's RNG state (see ``_replay_state.Draw``)."""
+    """A random op run from the forward's RNG state (see ``_ir.replay_state.Draw``)."""
     args, kwargs = _fill(step.args, arg), _fill(step.kwargs, arg)
     out, matched = step.draw.replay(lambda: step.func(*args, **kwargs))  # type: ignore[union-attr]
     if not matched:

@@ -205,7 +205,7 @@ _queued: set[int] = set()  # graph tasks (backward calls) whose end puts torch_x
 
 
 def _settle_later() -> None:
-    """A replayed XLA draw moved torch_xla's base seed (``_replay_state.settle_xla``): put it back at the
+    """A replayed XLA draw moved torch_xla's base seed (``_ir.replay_state.settle_xla``): put it back at the
     end of this backward (one throwaway draw per update since the last sync, so once per backward, not
     per region), or now when no backward runs (a saved tensor unpacked by hand)."""
     if not displaced():  # the common case: no XLA draw was replayed

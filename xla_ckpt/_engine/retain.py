@@ -83,7 +83,7 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     return lv.live
 
 # XLA: a random op the policy keeps but backward never reads is dropped like any other output, and
-# becomes a dead position (recomputed ones redraw from the forward's seed, ``_replay_state.Draw``): the
+# becomes a dead position (recomputed ones redraw from the forward's seed, ``_ir.replay_state.Draw``): the
 # general replay hands out a stand-in for it instead of running it, which would draw once more from
 # torch_xla's seed. The draw itself is traced, never executed, and changes no value or gradient, but
 # every later random op of the step (another micro-batch's dropout) drew other numbers than without

@@ -220,11 +220,10 @@ def test_tags_drive_name_policies(device):
     random = [e for e in report.entries if e.grad_fn == "aten.bernoulli"]
     kept = {e.tag: e.nbytes for e in report.entries if e.grad_fn != "region input" and e not in random}
     assert kept == {"qkv": F32 * 2 * 4 * 48, "mlp_up": F32 * 2 * 4 * 64}
-    # On XLA random outputs are always kept (torch_xla's RNG cannot be rewound exactly): the three
-    # dropout masks of this block (dropout 0.2) stay; on CPU they are redrawn.
-    masks = F32 * (2 * 2 * 4 * 4 + 2 * 2 * 4 * 16) if device.type == "xla" else 0
-    assert sum(e.nbytes for e in random) == masks
-    assert report.nbytes == F32 * (2 * 4 * 16 + 2 * 4 * 48 + 2 * 4 * 64) + masks
+    # The policy decides the same on XLA as on CPU: the three dropout masks of this block (dropout 0.2)
+    # are redrawn in backward on both (on XLA they were always kept before issue 31).
+    assert sum(e.nbytes for e in random) == 0
+    assert report.nbytes == F32 * (2 * 4 * 16 + 2 * 4 * 48 + 2 * 4 * 64)
 
 
 def test_name_policy_on_an_untagged_region_says_so(monkeypatch):
