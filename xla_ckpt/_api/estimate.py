@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
 from xla_ckpt._api.attention import FusedAttention, check_attention
+from xla_ckpt._base.compat import backward_keeping_function_modes
 from xla_ckpt._api.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._hooks.report import saved_activations
@@ -194,7 +195,7 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         backward = 0
         if roots:
             with counter:  # entering clears the counts: this is the backward alone
-                torch.autograd.backward(roots, [torch.ones_like(r) for r in roots])
+                backward_keeping_function_modes(roots, [torch.ones_like(r) for r in roots])
             backward = counter.get_total_flops() - counter.recompute
     return Estimate(
         activation_bytes=report.nbytes,

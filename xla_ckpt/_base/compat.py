@@ -160,3 +160,21 @@ def plain_under_func_transform(name: str) -> bool:
         "take gradients with loss.backward() or torch.autograd.grad outside torch.func. Said once per function."
     ), stacklevel=3)
     return True
+
+
+def backward_keeping_function_modes(roots: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
+    """Run ``torch.autograd.backward(roots, grads)`` with the caller's torch-function modes still active.
+
+    torch >= 2.13 sends ``autograd.backward`` through the torch-function mode stack, and a mode is popped
+    while it handles a call: the whole backward (and the engine's replay of the forward in it) would run
+    without the mode. ``estimate(attention="flash")`` needs its SDPA mode in the replay too, so this
+    calls autograd's engine directly, as ``autograd.backward`` does once no override is left.
+
+    Args:
+        roots: the outputs to differentiate (each requires grad).
+        grads: one gradient per root.
+    """
+    from torch.autograd.graph import _engine_run_backward  # noqa: PLC0415  (torch >= 2.4, private)
+
+    _engine_run_backward(tuple(roots), tuple(grads), False, False, (), allow_unreachable=True,
+                         accumulate_grad=True)
