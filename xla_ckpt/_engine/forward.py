@@ -23,21 +23,20 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
-from xla_ckpt._engine.direct import Recorder, direct_replay
-from xla_ckpt._engine.outside import by_buffer, owner_module
+from xla_ckpt._engine.direct import Recorder
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
-from xla_ckpt._ir.record import OpInfo, Record, arg_scan, draws, op_info, out_scan, spec_of, tensors, written
+from xla_ckpt._ir.record import OpInfo, Record, arg_scan, draws, op_info, out_scan, tensors
 from xla_ckpt._ir.replay_state import Draw, draw_source
 from xla_ckpt._policy.plan import plans
 
 __all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
-_FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
+FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
 
 # The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
 _stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -115,7 +114,11 @@ class Slot(Packed):
 
 
 class Forward:
-    """The forward of one region (see the module docstring); ``end`` hands over what the region keeps.
+    """The forward of one region (see the module docstring): what every device does alike.
+
+    The device's own steps are methods of ``EagerForward`` (``forward_eager.py``) and ``XlaForward``
+    (``forward_xla.py``): in-place writes, views, what autograd saves while fn runs; chosen once per
+    region by ``_engine.device``.
 
     Args:
         state: the region's state, which this forward fills through its methods.
@@ -126,7 +129,6 @@ class Forward:
     def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
         self.state = state
         self.owner = owner
-        self.on_xla = state.on_xla
         self.policies = [policy]
         # The latest op, decided when the next arrives (so a tag on its output can still name it).
         self.pending: Optional[Pending] = None
@@ -136,13 +138,11 @@ class Forward:
         self.early: list[torch.Tensor] = []
         self.flow = Dataflow(state.inputs)
         # XLA: the forward's ops, from which ``direct`` builds the program replayed in place of fn.
-        self.recorder: Optional[Recorder] = Recorder() if (
-            state.on_xla and not state.verify and direct_replay()) else None
+        self.recorder: Optional[Recorder] = None
         # Planning policies (``_policy.plan``): every OpCall, and per planner the positions it decides
         # (provisionally saved until the end of forward).
         self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
         self.planned: dict[int, tuple[Policy, list[int]]] = {}
-        self.cache_keys: dict[Any, int] = {}  # eager: storage of each kept output -> its position
 
     @contextlib.contextmanager
     def nested(self, policy: Policy) -> Iterator[None]:
@@ -156,78 +156,6 @@ class Forward:
             self.policies.pop()
 
     # -- what the mode reports ------------------------------------------------------------------
-    def before_write(self, targets: list[torch.Tensor], declared: bool = True) -> None:
-        """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
-
-        A region input gets a copy of its value before the first write (the replay starts from it);
-        a kept output (or the latest op's, still undecided) is demoted to recompute, so the replay
-        runs the op and then the write again instead of writing twice into the forward's value.
-        """
-        state = self.state
-        producer = self.flow.producer
-        for t in targets:
-            key = buffer_key(t)
-            if key not in producer:  # from outside the region: a module buffer, a closure
-                # The tensor itself: a detached alias made here (below autograd) has a version
-                # counter of its own, and the replay must leave the caller's unchanged.
-                base = t if t._base is None else t._base
-                state.writing_outside(key, base, lambda: base.detach().clone())
-            state.writing(key, lambda i: state.inputs[i].detach().clone(), declared)
-            pos = self.cache_keys.pop(key, None)
-            if pos is not None and pos in state.cache:
-                state.demote(pos)
-            if self.pending is not None and not self.pending_written:
-                self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))
-
-    def on_xla_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
-        """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
-        # XLA tensors are immutable underneath: the old value is the input's value before the write.
-        key = buffer_key(old)
-        if key not in self.flow.producer:
-            # From outside the region: the mode sees no version-carrying tensor, so the module's own
-            # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
-            # running module or the checkpointed one; None for any other (a closure).
-            self.xla_outside_write(buffer_key(new), lambda: old)
-        self.state.writing(key, lambda i: old)
-        if self.recorder is not None and not self._fills(key, new):
-            self.recorder.refuse("fn writes in place")
-
-    def _fills(self, key: Any, new: torch.Tensor) -> bool:
-        """An in-place op that fills a fresh buffer: dropout's ``empty_like``, ``bernoulli_``, ``div_``.
-
-        The value written over comes from the op right before (nothing else read it, no view of it,
-        autograd did not save it) and holds no data (``empty_like``) or a draw: below
-        functionalization the program replays it as the functional ops it is.
-        """
-        producer = self.flow.producer
-        p = producer.get(key, -1)
-        if p < 0 or producer.get(buffer_key(new)) != p + 1 or key in self.state.packed_keys:
-            return False
-        views = self.recorder.views if self.recorder is not None else ()
-        if views and views[-1][0] > p:
-            return False
-        rec = self.state.records[p]
-        return rec.info.random or rec.op.overloadpacket in _FRESH
-
-    def xla_outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
-        """XLA: fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
-        hit = by_buffer(_modules.current_module()).get(now) or by_buffer(owner_module(self.state.fn)).get(now)
-        self.state.writing_outside(now, hit[2] if hit is not None else None, before)
-
-    def before_undeclared_write(self, targets: list[torch.Tensor]) -> None:
-        """XLA: an op about to update ``targets`` in place without its schema saying so (a batch norm's
-        running statistics): outside tensors keep their value before it for the replay."""
-        producer = self.flow.producer
-        for t in targets:
-            key = buffer_key(t)
-            if key not in producer:
-                self.xla_outside_write(key, lambda: t.clone())
-
-    def on_xla_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
-        if self.recorder is not None:
-            self.recorder.view(func, args, kwargs, out)
-
     def on_op(self, call: OpCall, info: OpInfo, draw: Optional[Draw], sig: tuple, reads: list[torch.Tensor]) -> None:
         """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_ir.record.arg_scan``)."""
         self.flush()
@@ -270,14 +198,15 @@ class Forward:
             decision = policy(call)
             if decision.__class__ is not Decision:  # ``ask``'s check, inline: this is the per-op path
                 raise not_a_decision(policy, call, decision, "checkpoint policy")
+        spec = self.recompute_spec  # inline, no call per op: this is the per-op path
         rec = Record(call.op, info, decision, sig, meta, call.module, call.tag, draw,
-                     None if (self.on_xla or decision is not RECOMPUTE) else spec_of(call.out))
+                     None if (spec is None or decision is not RECOMPUTE) else spec(call.out))
         pos, cached = state.record(rec, call.out, versions)
         if self.calls is not None:
             self.calls.append(call)
         if planner:
             self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
-        if cached is not None and not self.on_xla:
+        if cached is not None and self.cache_keys is not None:
             for t in tensors(cached):
                 self.cache_keys[buffer_key(t)] = pos
 
@@ -292,20 +221,31 @@ class Forward:
     # -- what autograd saves ----------------------------------------------------------------------
     def pack(self, t: torch.Tensor) -> Slot:
         """Autograd saved ``t`` during the forward: the slot autograd keeps instead."""
-        # On XLA a detach makes a new functional wrapper (~10 us, ~100 per GPT step): the alias is
-        # made only if fn unpacks this slot during its forward (see unpack). Eager keeps the alias
-        # (``retain`` may keep it as a promoted output). ``early`` is dropped when the forward ends.
-        self.early.append(t if self.on_xla else detach_unseen(t, self))
-        key = buffer_key(t)
-        self.flow.pack(key)
-        return Slot(self.owner, self.state.pack(t, key))
+        raise NotImplementedError
 
     def unpack(self, index: int) -> torch.Tensor:
         """fn unpacks what autograd saved during its own forward (``autograd.grad`` inside fn)."""
         if self.recorder is not None:
             self.recorder.refuse("fn unpacks a saved tensor during its forward (autograd.grad inside fn)")
-        t = self.early[index]
-        return t.detach() if self.on_xla else t
+        return self._early_out(self.early[index])
+
+    # What a record keeps of a recomputed op's outputs for the replay's stand-ins (None: nothing), and
+    # the storage of each kept output -> its position (None: not tracked); set by the device's class.
+    recompute_spec: Optional[Callable[[Any], Any]] = None
+    cache_keys: Optional[dict[Any, int]] = None
+
+    # -- the device's own steps (``EagerForward``, ``XlaForward``) ---------------------------------
+    def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
+        """Run an op the engine does not record (a view, a detach; on XLA torch_xla's in-place trace)."""
+        raise NotImplementedError
+
+    def before_writes(self, info: OpInfo, args: tuple, kwargs: dict) -> None:
+        """An op that writes in place (``info.writes``) is about to run."""
+        raise NotImplementedError
+
+    def _early_out(self, t: torch.Tensor) -> torch.Tensor:
+        """A saved tensor fn unpacks during its own forward."""
+        raise NotImplementedError
 
 
 class ForwardMode(TorchDispatchMode):
@@ -335,24 +275,14 @@ class ForwardMode(TorchDispatchMode):
             return func(*args, **kwargs)
         fw = self.owner
         if info.skipped:
-            if fw.on_xla:
-                if info.propagate:
-                    fw.on_xla_write(args[0], args[1])  # torch_xla's trace of an in-place op: old, new value
-                    return func(*args, **kwargs)
-                out = func(*args, **kwargs)
-                fw.on_xla_view(func, args, kwargs, out)
-                return out
-            return func(*args, **kwargs)
+            return fw.skipped(func, info, args, kwargs)
         # Before the op: an in-place op may change its arguments' shapes (x.unsqueeze_(0)), and the
         # replay takes the signature before the op too.
         sig, reads = arg_scan(args, kwargs)
-        if info.writes and (not fw.on_xla or not info.mutable):
+        if info.writes:
             self.busy = True
             try:
-                if fw.on_xla:
-                    fw.before_undeclared_write(written(info, args, kwargs))
-                else:
-                    fw.before_write(written(info, args, kwargs), info.mutable)
+                fw.before_writes(info, args, kwargs)
             finally:
                 self.busy = False
         draw = None

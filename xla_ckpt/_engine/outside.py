@@ -36,7 +36,7 @@ from xla_ckpt._ir.record import CheckpointError, Record
 from xla_ckpt._base.xla import buffer_key
 
 __all__ = ["Outside", "Watch", "ViewRead", "owner_module", "by_buffer", "watch_outside", "check_read",
-           "check_view_read"]
+           "check_view_read", "EagerOutside", "XlaOutside"]
 
 
 @dataclass
@@ -127,21 +127,19 @@ class Watch:
 
 
 def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[Record], early: list[torch.Tensor],
-                  module: Optional[nn.Module], on_xla: bool) -> Watch:
+                  module: Optional[nn.Module], rules: "EagerOutside | XlaOutside") -> Watch:
     """The outside tensors backward can read (``live``: positions the replay runs; None: all of them).
 
     Besides their versions, per replayed position the outside tensors it reads directly (not through
     a view): the replay checks it reads the same buffers, or equal values (``check_read``). That
     catches a tensor replaced after the forward, a constant fn builds from Python state
     (``torch.tensor(...)`` is a fresh tensor each call), and on XLA (where an in-place write makes a
-    new buffer) a closure tensor no module owns.
+    new buffer) a closure tensor no module owns. ``rules``: the device's (``EagerOutside``, ``XlaOutside``).
     """
     base = flow.outside_base
     watch = Watch()
     needed: dict[Any, str] = {}  # base buffer -> its first reader
     first: dict[Any, torch.Tensor] = {}  # base buffer -> the first tensor a replayed position read it as
-    # XLA: the module's tensors by buffer ((kind, name, tensor) each), looked up once when needed.
-    owned: Optional[dict[Any, tuple[str, str, torch.Tensor]]] = None
     for p, at in flow.outside_at.items():
         if live is not None and p not in live:
             continue
@@ -151,17 +149,9 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
             needed.setdefault(base.get(k, k), f"{rec.op} in module '{rec.module}'")
             first.setdefault(base.get(k, k), t)
             if k not in base:
-                # Eager: a detached alias (same storage, no memory); XLA: the tensor below
-                # functionalization (the same buffer as the parameter until someone writes to it).
-                direct.append((i, k, t if on_xla else t.detach()))
-            elif on_xla:
-                # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the
-                # replay's views are new buffers, so it is their base that must be the forward's.
-                if owned is None:
-                    owned = by_buffer(module)
-                m = owned.get(base[k])
-                views.append((i, base[k], ViewRead(owned=weakref.ref(m[2])) if m is not None
-                              else ViewRead(forward=flow.outside_tensor.get(base[k]))))
+                direct.append((i, k, rules.read(t)))
+            else:
+                rules.view(views, i, base[k], flow, module)
         if direct:
             watch.reads[p] = tuple(direct)
         if views:
@@ -173,17 +163,68 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         k = base.get(k, k)
         needed.setdefault(k, "autograd (it saved the tensor for backward)")
         packed_at.setdefault(k, j)
-        # Eager: early[j] is a detached alias (the storage autograd would have kept). XLA: not a view
-        # only, since a view's own buffer (a parameter's t_copy) is what pytorch/xla 3811 warns of.
-        if not on_xla:
-            watch.kept[j] = early[j]
-        elif early[j]._base is None:
-            watch.kept[j] = early[j].detach()
-    if not needed:
-        return watch
-    if on_xla:
+        kept = rules.kept(early[j])
+        if kept is not None:
+            watch.kept[j] = kept
+    if needed:
+        rules.versions(watch, needed, packed_at, first, early, module)
+    return watch
+
+
+class EagerOutside:
+    """Eager: versions live on the tensors the ops read (a view shares its base's counter)."""
+
+    def read(self, t: torch.Tensor) -> torch.Tensor:
+        return t.detach()  # a detached alias: same storage, no memory
+
+    def view(self, views: list, i: int, base_key: Any, flow: Dataflow, module: Optional[nn.Module]) -> None:
+        pass  # a view shares its base's storage: the direct read's check covers it
+
+    def kept(self, early: torch.Tensor) -> Optional[torch.Tensor]:
+        return early  # a detached alias already (the storage autograd would have kept)
+
+    def versions(self, watch: Watch, needed: dict[Any, str], packed_at: dict[Any, int],
+                 first: dict[Any, torch.Tensor], early: list[torch.Tensor], module: Optional[nn.Module]) -> None:
+        for k, reader in needed.items():
+            j = packed_at.get(k)
+            t = early[j] if j is not None else first.get(k)
+            if t is None:
+                continue
+            alias = t.detach() if j is None else t  # early[j] is a detached alias already
+            watch.versions.append(Outside(lambda a=alias: a, alias._version, reader, _namer(module, k, alias)))
+
+
+class XlaOutside:
+    """XLA: the mode sees tensors below functionalization (no versions; every view a new buffer), so
+    outside buffers are matched to the checkpointed module's parameters and buffers. One per region:
+    it looks the module's tensors up once, when first needed."""
+
+    def __init__(self) -> None:
+        self._owned: Optional[dict[Any, tuple[str, str, torch.Tensor]]] = None
+
+    def _by_buffer(self, module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
+        if self._owned is None:
+            self._owned = by_buffer(module)
+        return self._owned
+
+    def read(self, t: torch.Tensor) -> torch.Tensor:
+        return t  # the tensor below functionalization (the parameter's buffer until someone writes to it)
+
+    def view(self, views: list, i: int, base_key: Any, flow: Dataflow, module: Optional[nn.Module]) -> None:
+        # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the replay's
+        # views are new buffers, so it is their base that must be the forward's.
+        m = self._by_buffer(module).get(base_key)
+        views.append((i, base_key, ViewRead(owned=weakref.ref(m[2])) if m is not None
+                      else ViewRead(forward=flow.outside_tensor.get(base_key))))
+
+    def kept(self, early: torch.Tensor) -> Optional[torch.Tensor]:
+        # Not a view: a view's own buffer (a parameter's t_copy) is what pytorch/xla 3811 warns of.
+        return early.detach() if early._base is None else None
+
+    def versions(self, watch: Watch, needed: dict[Any, str], packed_at: dict[Any, int],
+                 first: dict[Any, torch.Tensor], early: list[torch.Tensor], module: Optional[nn.Module]) -> None:
         # Versions only above functionalization: the module's own tensors, matched by buffer.
-        for k, (kind, n, t) in (owned if owned is not None else by_buffer(module)).items():
+        for k, (kind, n, t) in self._by_buffer(module).items():
             if k in needed:
                 watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), lambda s=f"{kind} '{n}'": s))
         # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above
@@ -192,15 +233,6 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
             if k in needed:
                 t = early[j]._base if early[j]._base is not None else early[j]
                 watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _namer(module, k, t)))
-        return watch
-    for k, reader in needed.items():
-        j = packed_at.get(k)
-        t = early[j] if j is not None else first.get(k)
-        if t is None:
-            continue
-        alias = t.detach() if j is None else t  # early[j] is a detached alias already
-        watch.versions.append(Outside(lambda a=alias: a, alias._version, reader, _namer(module, k, alias)))
-    return watch
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,57 @@ from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen
 from xla_ckpt._engine.state import Absent, RegionState
 
-__all__ = ["recompute", "Recomputation"]
+__all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
+
+
+class EagerBackward:
+    """Eager devices' backward: ``fn`` runs again under the replay mode, from the region's inputs."""
+
+    program: Any = None  # no recorded program: the general replay
+
+    def fence(self) -> Optional[Fence]:
+        return None
+
+    def start(self, base: torch.Tensor) -> torch.Tensor:
+        """An input's value before fn's first write to it, as the replay starts from it."""
+        return base
+
+    def visible(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def capture_grad(self, grad: torch.Tensor) -> None:
+        pass
+
+    def settle(self, program: Any) -> None:
+        assert program is None  # only XLA records a program
+
+
+class XlaBackward:
+    """XLA's backward, one per region: its recorded program (``_engine.direct``) or ``fn`` again, fenced on
+    the incoming gradient, so the compiler can neither merge the recompute with its forward twin (CSE)
+    nor schedule it before the gradient exists (``_ir.replay_state.Fence``)."""
+
+    def __init__(self) -> None:
+        self.program: Any = None  # set once when the forward ends (``settle``)
+        self.grad: Optional[torch.Tensor] = None  # the incoming gradient, when it arrives
+
+    def settle(self, program: Any) -> None:
+        """The forward ended: the program the recompute runs (None: the general replay)."""
+        self.program = program
+
+    def capture_grad(self, grad: torch.Tensor) -> None:
+        if self.grad is None and grad is not None and grad.numel() > 0:
+            self.grad = grad.detach()
+
+    def fence(self) -> Optional[Fence]:
+        return Fence(self.grad) if self.grad is not None else None
+
+    def start(self, base: torch.Tensor) -> torch.Tensor:
+        # The copy taken before the write is below functionalization: fn's ops need the wrapper.
+        return base if torch._is_functional_tensor(base) else torch._to_functional_tensor(base)
+
+    def visible(self) -> contextlib.AbstractContextManager[Any]:
+        return _xla.einsum_visible()  # the replay sees einsum's bmm, as the forward did
 
 
 def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, dict]:
@@ -46,9 +96,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
             return t
         i = index.get(id(t))
         written = i is not None and i in region.pristine
-        base = region.pristine[i] if written else t
-        if written and region.on_xla and not torch._is_functional_tensor(base):
-            base = torch._to_functional_tensor(base)
+        base = region.backward.start(region.pristine[i]) if written else t
         d = base.detach()
         if fence is not None and _xla.is_xla(d):
             d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
@@ -123,14 +171,15 @@ class Recomputation:
         # bernoulli). fn's own recomputed ops still pass through those modes (FlopCounterMode counts them).
         with _compat.without_callers_modes():
             _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
-            fence = Fence(region.grad) if (region.on_xla and region.grad is not None) else None
-            if region.program is None:
+            fence = region.backward.fence()
+            program = region.backward.program
+            if program is None:
                 args, kwargs = _replay_inputs(region, fence)
-        if region.program is not None:
+        if program is not None:
             with contextlib.ExitStack() as stack:
                 for device_type, _, _ in region.autocast:  # the recorded ops are autocast's outputs already
                     stack.enter_context(torch.autocast(device_type, enabled=False))
-                outputs = region.program.run(region, fence, _barrier)
+                outputs = program.run(region, fence, _barrier)
             region.outside.refresh()
             _settle_later()
             return outputs
@@ -146,8 +195,7 @@ class Recomputation:
                 stack.enter_context(torch.enable_grad())
                 stack.enter_context(_saved.recomputing(self))
                 stack.enter_context(user_hooks.guarding())
-                if region.on_xla:
-                    stack.enter_context(_xla.einsum_visible())
+                stack.enter_context(region.backward.visible())
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
         finally:

@@ -24,22 +24,20 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import weakref
 from typing import Any, Callable, Mapping, Optional
 
 import torch
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import modules as _modules
-from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError, fn_name as _name
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile import marks as _compiled
 from xla_ckpt._engine import offload as _offload
 from xla_ckpt._engine import recompute as _recompute
 from xla_ckpt._engine import retain as _retain
+from xla_ckpt._engine.device import device_for
 from xla_ckpt._engine.forward import Forward, ForwardMode
 from xla_ckpt._engine.outside import owner_module, watch_outside
 from xla_ckpt._engine.state import Away, RegionState
@@ -65,11 +63,12 @@ class _Region:
     """One checkpointed call: its state, its forward while it runs, and its latest recompute's results."""
 
     def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, verify: bool) -> None:
-        self.state = RegionState(fn, args, kwargs, verify)
+        inputs = tensors((args, kwargs))
+        self.state = RegionState(fn, args, kwargs, verify, inputs, device_for(inputs))
         self.policy = policy
         # Until the end of forward. None after it, so the cycle region -> tensor -> grad_fn -> slot ->
         # region (through what the forward holds) never outlives the forward.
-        self.forward: Optional[Forward] = Forward(self.state, policy, self)
+        self.forward: Optional[Forward] = self.state.device.forward(self.state, policy, self)
         self.recomputed: Optional[list[Any]] = None
 
     # -- the forward's end, as named steps ------------------------------------------------------------
@@ -82,19 +81,19 @@ class _Region:
         state.demote_written()  # kept outputs fn wrote to later: recomputed (op and write replay)
         if state.n_packed == 0:
             state.release()  # autograd saved nothing here: never replayed
-            state.settle(state.outside, None, None)
+            state.settle(state.outside, None)
             return
         if selects_by_tag(self.policy) and not any(rec.tag for rec in state.records):
             _warn_untagged(self.policy, state.fn)
         for policy, positions in fw.planned.values():
             _retain.plan(state, policy, positions, fw.calls or [], fw.flow)
         live = _retain.keep_only_live(state, fw.flow, fw.early)
-        outside = watch_outside(fw.flow, live, state.records, fw.early, owner_module(state.fn), state.on_xla)
-        program = None
+        outside = watch_outside(fw.flow, live, state.records, fw.early, owner_module(state.fn),
+                                state.device.outside())
         if fw.recorder is not None:
-            program = fw.recorder.build(state, fw.flow.packed_keys, fw.flow.dep_keys, outside.kept)
+            state.backward.settle(fw.recorder.build(state, fw.flow.packed_keys, fw.flow.dep_keys, outside.kept))
         host = _offload.move_out(state, outputs)
-        state.settle(outside, program, host)
+        state.settle(outside, host)
         if __debug__:
             state.check()  # the kept-set invariant, once per region (every test run checks it)
         _report(state)
@@ -206,25 +205,19 @@ def checkpoint(
     if _compat.plain_under_func_transform(_name(fn)):  # torch.func: plain PyTorch, warned once (_base/compat)
         return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
-    on_xla = region.state.on_xla
+    device = region.state.device
     try:
         assert region.forward is not None
-        # On XLA, torch_xla lowers einsum below dispatch modes: run its composite so policies see its bmm.
-        visible = _xla.einsum_visible() if on_xla else contextlib.nullcontext()
-        with _saved.forward_of(region.forward), _modules.tracking(), user_hooks.guarding(), visible, \
+        with _saved.forward_of(region.forward), _modules.tracking(), user_hooks.guarding(), device.trace(), \
                 ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
     except BaseException:
         region.abandon()
         raise
-    region.state.watch(tensors(out))
-    if on_xla:
-        for t in tensors(out):
-            if t.requires_grad:
-                # Weakly: the hook lives as long as the output's graph node, which the caller may keep
-                # (e.g. the loss) after backward; the region, its inputs and its cache must not.
-                t.register_hook(functools.partial(_capture_grad, weakref.ref(region.state)))
+    outputs = tensors(out)
+    region.state.watch(outputs)
+    device.watch_grad(region.state, outputs)
     return out
 
 
@@ -244,8 +237,3 @@ def _warn_untagged(policy: Policy, fn: Any) -> None:
         "Face's, have no tags). Tag the values in the model's forward, or choose by op instead "
         "(dots_with_no_batch_dims_saveable, policies.save_ops). Said once per function and policy.")
 
-
-def _capture_grad(ref: "weakref.ref[RegionState]", grad: torch.Tensor) -> None:
-    state = ref()
-    if state is not None:
-        state.capture_grad(grad)

@@ -25,7 +25,7 @@ from xla_ckpt._ir.record import fn_name as _name, spec_of, tensors
 
 from xla_ckpt._engine.state import Pruned, RegionState
 
-__all__ = ["plan", "keep_only_live", "liveness_off"]
+__all__ = ["plan", "keep_only_live", "liveness_off", "EagerRetain", "XlaRetain"]
 
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
@@ -33,7 +33,7 @@ SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
     """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
     free = [p for p in positions if p in region.cache]
-    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=not region.on_xla)
+    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=region.device.retain.prunes)
     try:
         decisions = policy.plan(view)
     except Exception as e:
@@ -47,10 +47,8 @@ def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[
 
 
 def _demote(region: RegionState, pos: int) -> None:
-    """A cached position becomes RECOMPUTE (the replay re-runs it; eager keeps its spec for stand-ins,
-    XLA a random op's: see ``_undrawn``)."""
-    cached = region.cache[pos][0]
-    region.demote(pos, spec_of(cached) if not region.on_xla or region.records[pos].info.random else None)
+    """A cached position becomes RECOMPUTE (the replay re-runs it; see ``demoted_spec``)."""
+    region.demote(pos, region.device.retain.demoted_spec(region, pos))
 
 
 def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
@@ -60,20 +58,16 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     """
     if region.verify or _off.n:
         return None  # verify recomputes every position from real inputs
+    rules = region.device.retain
     saved = set(region.cache)
-    lv = flow.analyse(saved)
-    if not region.on_xla:
-        lv = _promote(region, flow, early, saved, lv)
+    lv = rules.refine(region, flow, early, saved, flow.analyse(saved))
     for pos in list(region.cache):
-        if pos not in lv.cached and (not region.on_xla or _undrawn(region, pos)):
+        if pos not in lv.cached and rules.droppable(region, pos):
             _demote(region, pos)
     for pos, rec in enumerate(region.records):
         if pos not in lv.live and pos not in lv.cached and rec.spec is not None:
             region.dead(pos)
-    if region.on_xla:
-        _dead_after_undrawn(region, flow, lv)
-    else:
-        _prune_outputs(region, flow.read_keys(lv, region.packed_keys))
+    rules.finish(region, flow, lv)
     if flow.shared_inputs:
         return lv.live
     unread = {i: (t.shape, t.stride(), t.dtype, t.device, t.requires_grad, torch._is_functional_tensor(t))
@@ -91,6 +85,45 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
 # The recomputed ops after it that read it are dead too (nothing backward reads depends on them):
 # on XLA they run as before (XLA drops what nothing reads), their outputs marked as stand-ins, so a
 # live op or a saved tensor reading one is an error, never a value.
+
+
+class EagerRetain:
+    """Eager devices: an op's output may replace what recomputing it needs (``_promote``), a multi-output
+    op keeps only the outputs something reads, and a dropped output keeps its spec for stand-ins."""
+
+    prunes = True  # a planner may count a multi-output op by the outputs something reads
+
+    def demoted_spec(self, region: RegionState, pos: int) -> Any:
+        return spec_of(region.cache[pos][0])
+
+    def refine(self, region: RegionState, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
+        return _promote(region, flow, early, saved, lv)
+
+    def droppable(self, region: RegionState, pos: int) -> bool:
+        return True
+
+    def finish(self, region: RegionState, flow: Dataflow, lv: Any) -> None:
+        _prune_outputs(region, flow.read_keys(lv, region.packed_keys))
+
+
+class XlaRetain:
+    """XLA: the compiler drops what nothing reads, so outputs are kept or dropped whole; a dropped random
+    op becomes a dead position (see the comment above ``_undrawn``)."""
+
+    prunes = False
+
+    def demoted_spec(self, region: RegionState, pos: int) -> Any:
+        # Only a random op's: the replay hands out a stand-in for it instead of drawing again.
+        return spec_of(region.cache[pos][0]) if region.records[pos].info.random else None
+
+    def refine(self, region: RegionState, flow: Dataflow, early: list[torch.Tensor], saved: set[int], lv: Any) -> Any:
+        return lv
+
+    def droppable(self, region: RegionState, pos: int) -> bool:
+        return _undrawn(region, pos)
+
+    def finish(self, region: RegionState, flow: Dataflow, lv: Any) -> None:
+        _dead_after_undrawn(region, flow, lv)
 
 
 def _undrawn(region: RegionState, pos: int) -> bool:

@@ -8,8 +8,10 @@ OFFLOAD). The methods under "the kept set" are the only code that changes a deci
 and each keeps the invariant (``check`` asserts it; the tests call it).
 
 Lifecycle of the fields: ``records``, ``cache``, the input and pack bookkeeping grow during forward;
-``outside``, ``program`` and ``host`` are set once when the forward ends (``settle``); ``grad`` when
-the incoming gradient arrives (XLA); nothing changes during backward but what backward checks.
+``outside`` and ``host`` are set once when the forward ends (``settle``); nothing changes during
+backward but what backward checks. The device's own algorithms and state (XLA: the recorded program,
+the incoming gradient) are in ``device`` and ``backward``, chosen once when the region starts
+(``_engine.device``).
 """
 
 from __future__ import annotations
@@ -96,20 +98,23 @@ class RegionState:
     Args:
         fn, args, kwargs: the checkpointed call.
         verify: whether backward recomputes and compares the kept outputs too.
+        inputs: the tensors of ``(args, kwargs)``, in ``_ir.record.tensors`` order.
+        device: the device's algorithms (``_engine.device.Device``), chosen for these inputs.
 
     Example:
-        >>> state = RegionState(block, (x,), {}, verify=False)
+        >>> state = RegionState(block, (x,), {}, False, tensors(((x,), {})), device_for(...))
         >>> pos = state.record(rec, out, versions)   # forward: one op decided
         >>> state.demote(pos)                         # end of forward: nothing reads it
     """
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, verify: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, verify: bool,
+                 inputs: list[torch.Tensor], device: Any) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.verify = verify
-        self.inputs: list[Optional[torch.Tensor]] = tensors((args, kwargs))  # None: not needed by backward
-        devs = devices(self.inputs)
-        self.autocast = autocast_state(devs)
-        self.on_xla = any(d.type == "xla" for d in devs)
+        self.inputs: list[Optional[torch.Tensor]] = list(inputs)  # None: not needed by backward
+        self.autocast = autocast_state(devices(self.inputs))
+        self.device = device
+        self.backward = device.backward()  # this region's backward (XLA: its program and fence)
         self.records: list[Record] = []
         self.cache: dict[int, tuple[Any, Versions]] = {}
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
@@ -126,9 +131,7 @@ class RegionState:
         # caller holds these objects (not our detached aliases) and may modify them in place.
         self.watched: dict[int, list[tuple[weakref.ref, int]]] = {}
         self.outside = Watch()  # outside tensors backward reads (``outside.py``)
-        self.program: Any = None  # XLA: the recorded program the recompute runs (``direct.py``), or None
         self.host: Any = None  # the entries moved to the host tier (``offload.Link``), or None
-        self.grad: Optional[torch.Tensor] = None  # XLA: the incoming gradient the recompute is fenced on
         # What each user module hook returned in the forward, in call order: the replay hands these
         # out instead of calling the hooks again (``_hooks.user_hooks``).
         self.hook_results: list[tuple[Any, Any, Any]] = []
@@ -258,10 +261,10 @@ class RegionState:
             self.inputs[i] = None
             self.pristine.pop(i, None)
 
-    def settle(self, outside: Watch, program: Any, host: Any) -> None:
+    def settle(self, outside: Watch, host: Any) -> None:
         """The end of forward: what backward checks and reads besides the cache."""
         self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
-        self.outside, self.program, self.host = outside, program, host
+        self.outside, self.host = outside, host
 
     def watch(self, outputs: list[torch.Tensor]) -> None:
         """The region's outputs that alias a kept value: a later in-place write to one is an error."""
@@ -273,10 +276,6 @@ class RegionState:
             pos = keys.get(buffer_key(t if t._base is None else t._base))
             if pos is not None:
                 self.watched.setdefault(pos, []).append((weakref.ref(t), t._version))
-
-    def capture_grad(self, grad: torch.Tensor) -> None:
-        if self.grad is None and grad is not None and grad.numel() > 0:
-            self.grad = grad.detach()
 
     # -- backward reads -------------------------------------------------------------------------
     def cached(self, pos: int, func: Any, rec: Record) -> Any:

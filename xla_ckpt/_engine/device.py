@@ -1,0 +1,78 @@
+"""One strategy per device, chosen once when a region starts: eager (CPU, CUDA) or XLA (lazy).
+
+The engine's steps are the same on every device (decide each op in forward, keep what backward reads,
+recompute the rest); how a step is done differs where the device does. Eager tensors carry versions
+and views share storage; under torch_xla the forward's mode sees tensors below functionalization,
+where an in-place op is a new value and every view a new buffer, the forward is recorded as a
+program the recompute can run without ``fn`` (``direct.py``), and the recompute is fenced on the
+incoming gradient. Each engine module that differs holds its two algorithms as two classes
+(``EagerForward`` / ``XlaForward``, ``EagerRetain`` / ``XlaRetain``, ``EagerOutside`` / ``XlaOutside``,
+``EagerBackward`` / ``XlaBackward``); a ``Device`` bundles one of each, and no engine function picks
+between two algorithms itself. Offload's host tiers are chosen the same way (``offload.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from xla_ckpt._base import xla as _xla
+from xla_ckpt._engine.forward import Forward
+from xla_ckpt._engine.forward_eager import EagerForward
+from xla_ckpt._engine.forward_xla import XlaForward
+from xla_ckpt._engine.outside import EagerOutside, XlaOutside
+from xla_ckpt._engine.recompute import EagerBackward, XlaBackward
+from xla_ckpt._engine.retain import EagerRetain, XlaRetain
+from xla_ckpt._engine.state import RegionState
+from xla_ckpt._ir.replay_state import devices
+
+__all__ = ["Device", "EAGER", "XLA", "device_for"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device's algorithms for each engine step (classes are made once per region, rules are shared).
+
+    Example:
+        >>> dev = device_for(tensors((args, kwargs)))
+        >>> dev.name
+        'xla'
+    """
+
+    name: str
+    forward: Callable[..., Forward]  # (state, policy, owner) -> the region's forward
+    retain: Any  # what the end of forward keeps (``retain.EagerRetain`` / ``XlaRetain``)
+    outside: Callable[[], Any]  # per region: how outside tensors are watched (``outside.py``)
+    backward: Callable[[], Any]  # per region: how it recomputes (``recompute.py``)
+    trace: Callable[[], contextlib.AbstractContextManager[Any]]  # around fn's forward
+
+    def watch_grad(self, state: RegionState, outputs: list[torch.Tensor]) -> None:
+        """Let the region's backward see the incoming gradient (XLA fences its recompute on it)."""
+        if self.backward is not XlaBackward:
+            return
+        for t in outputs:
+            if t.requires_grad:
+                # Weakly: the hook lives as long as the output's graph node, which the caller may keep
+                # (e.g. the loss) after backward; the region, its inputs and its cache must not.
+                t.register_hook(functools.partial(_capture_grad, weakref.ref(state)))
+
+
+def _capture_grad(ref: "weakref.ref[RegionState]", grad: torch.Tensor) -> None:
+    state = ref()
+    if state is not None:
+        state.backward.capture_grad(grad)
+
+
+EAGER = Device("eager", EagerForward, EagerRetain(), EagerOutside, EagerBackward, contextlib.nullcontext)
+# torch_xla lowers einsum below dispatch modes: its composite runs, so policies see its bmm.
+XLA = Device("xla", XlaForward, XlaRetain(), XlaOutside, XlaBackward, _xla.einsum_visible)
+
+
+def device_for(inputs: list[torch.Tensor]) -> Device:
+    """The strategy for a region whose tensor arguments are ``inputs``: XLA if any lives there."""
+    return XLA if any(d.type == "xla" for d in devices(inputs)) else EAGER

@@ -1,0 +1,69 @@
+"""The forward on eager devices (CPU, CUDA): in-place writes judged where they happen, saved tensors as aliases.
+
+Eager tensors carry version counters and views share storage: a write to a region input takes a
+copy of its value first, a write to a kept output demotes it to recompute, and what autograd saves
+is held as a detached alias until the forward ends (``retain`` may keep it as a promoted output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
+from xla_ckpt._engine.state import RegionState
+from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._ir.record import OpInfo, spec_of, tensors, written
+
+__all__ = ["EagerForward"]
+
+
+class EagerForward(Forward):
+    """Eager devices (CPU, CUDA): tensors carry versions and views share storage."""
+
+    recompute_spec = staticmethod(spec_of)
+
+    def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
+        super().__init__(state, policy, owner)
+        self.cache_keys = {}  # an in-place write to a kept output demotes it (``before_write``)
+
+    def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
+        return func(*args, **kwargs)
+
+    def before_writes(self, info: OpInfo, args: tuple, kwargs: dict) -> None:
+        self.before_write(written(info, args, kwargs), info.mutable)
+
+    def pack(self, t: torch.Tensor) -> Slot:
+        # The alias itself (``retain`` may keep it as a promoted output); dropped when the forward ends.
+        self.early.append(detach_unseen(t, self))
+        key = buffer_key(t)  # inline, as below: one call less per saved tensor
+        self.flow.pack(key)
+        return Slot(self.owner, self.state.pack(t, key))
+
+    def _early_out(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def before_write(self, targets: list[torch.Tensor], declared: bool = True) -> None:
+        """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
+
+        A region input gets a copy of its value before the first write (the replay starts from it);
+        a kept output (or the latest op's, still undecided) is demoted to recompute, so the replay
+        runs the op and then the write again instead of writing twice into the forward's value.
+        """
+        state = self.state
+        producer = self.flow.producer
+        for t in targets:
+            key = buffer_key(t)
+            if key not in producer:  # from outside the region: a module buffer, a closure
+                # The tensor itself: a detached alias made here (below autograd) has a version
+                # counter of its own, and the replay must leave the caller's unchanged.
+                base = t if t._base is None else t._base
+                state.writing_outside(key, base, lambda: base.detach().clone())
+            state.writing(key, lambda i: state.inputs[i].detach().clone(), declared)
+            pos = self.cache_keys.pop(key, None)
+            if pos is not None and pos in state.cache:
+                state.demote(pos)
+            if self.pending is not None and not self.pending_written:
+                self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))
