@@ -26,7 +26,9 @@ _PER_LAYER = frozenset({"layer_idx", "training"})
 def find_stack(model: nn.Module) -> tuple[str, nn.Module, nn.ModuleList]:
     """``(name, owner, layers)``: the decoder stack of an HF causal LM or base model, or a ``ValueError``."""
     for name in ("model", ""):
-        owner = model.get_submodule(name) if name else model
+        owner = getattr(model, name, None) if name else model
+        if not isinstance(owner, nn.Module):
+            continue
         layers = getattr(owner, "layers", None)
         if isinstance(layers, nn.ModuleList) and len(layers) > 0:
             return (f"{name}.layers" if name else "layers"), owner, layers
