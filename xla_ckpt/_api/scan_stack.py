@@ -57,6 +57,7 @@ class ScanStack:
         self.fallback = fallback  # per layer: how it runs off XLA (a checkpointed forward or the plain one)
         self.pending: Optional[tuple[torch.Tensor, tuple, dict, int]] = None  # (input, args, kwargs, last index)
         self.in_body = False
+        self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
         self.cache = _hf.cache_plan(type(layers[0]).forward)
 
     # -- the owner's hooks -------------------------------------------------------------------------------------
@@ -147,7 +148,22 @@ class ScanStack:
         per = [(dict(m.named_parameters()), dict(m.named_buffers())) for m in layers]
         params = {k: torch.stack([p[k] for p, _ in per]) for k in names}
         buffers = {k: torch.stack([b[k] for _, b in per]) for k in bufs}
-        template = layers[0]
+        key = _body_key(flat, spec, (layers[0].training, _state_of(layers[0]),
+                                     tuple(t.requires_grad for t in [*params.values(), *buffers.values()])))
+        body = self.bodies.get(key) if key is not None else None
+        if body is None:
+            body = self._body([None if isinstance(v, torch.Tensor) else v for v in flat], spec, where)
+            if key is not None:
+                self.bodies[key] = body
+        # A cached body traces once per shapes: torch_xla then reuses its forward and backward graphs
+        # (``is_fn_pure``); a new body (per-call values it cannot key) is traced on every call.
+        out, _ = scan(body, h, (params, buffers, consts), partition_fn=_scan.partition_fn(self.policy),
+                      is_fn_pure=key is not None)
+        return out
+
+    def _body(self, flat: list[Any], spec: Any, where: list[int]) -> Any:
+        """The scan body: the first layer's forward on one layer's parameters and the per-call arguments."""
+        template = self.layers[0]
 
         def body(carry: torch.Tensor, x: Any) -> tuple[torch.Tensor, None]:
             p, b, c = x
@@ -166,8 +182,33 @@ class ScanStack:
                     "hidden states tensor; only layers that return a tensor can be scanned. Apply without scan.")
             return out, None
 
-        out, _ = scan(body, h, (params, buffers, consts), partition_fn=_scan.partition_fn(self.policy))
-        return out
+        return body
+
+
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _state_of(layer: nn.Module) -> tuple:
+    """The layer's plain attributes (and its attention implementation): a change means a new trace."""
+    out = []
+    for name, m in layer.named_modules():
+        out.append((name, tuple(sorted((k, v) for k, v in vars(m).items() if type(v) in _PLAIN))))
+    cfg = getattr(getattr(layer, "self_attn", None), "config", None)
+    return (tuple(out), str(getattr(cfg, "_attn_implementation", None)))
+
+
+def _body_key(flat: list[Any], spec: Any, state: tuple) -> Optional[tuple]:
+    """What the traced body depends on besides shapes: the argument structure and the non-tensor values
+    (only plain ones: an object of another type might change unseen, so such a call is not cached)."""
+    vals = []
+    for v in flat:
+        if isinstance(v, torch.Tensor):
+            vals.append(("tensor", v.requires_grad))
+        elif type(v) in _PLAIN:
+            vals.append((type(v).__name__, v))
+        else:
+            return None
+    return (str(spec), tuple(vals), state)
 
 
 def _attention_dropout(layers: list[nn.Module]) -> None:

@@ -76,6 +76,13 @@ def test_llama_scanned_equals_plain(xla_device, llama_ref, preset):
     got = _step(model, batch, hlo=True)
     _assert_same(ref[:2], got[:2])
     assert list(model.state_dict()) == keys
+    # A second step reuses the traced body (torch_xla's is_fn_pure cache): same grads, one body.
+    _assert_same(ref[:2], _step(model, batch)[:2])
+    from xla_ckpt._api.scan_hf import scanned_stack
+    from torch_xla.experimental import scan as xla_scan
+
+    bodies = list(scanned_stack(model).bodies.values())
+    assert len(bodies) == 1 and bodies[0] in xla_scan._SCAN_COMPUTATION_CACHE
     # The scan ran: forward and backward are while loops (the plain step has none).
     assert got[2].count("while(") >= 2 and "while(" not in ref[2]
     # The policy marked the body: the backward recomputes matmuls (HLO `dot(`): none 0, megatron the
