@@ -50,11 +50,13 @@ bench: $(STAMP)
 
 # The full sweep: every preset, memory_budget 0.1-0.9, offload, 15 rounds; then the depth sweep
 # (2-16 layers of a small GPT), the compiled-XLA rows (torch.compile(backend="openxla"), fenced) and
+# HF Llama scanned vs unrolled at 4/16/32 layers (bench/scan_hf.py, issue 29: about 10 more minutes) and
 # the Llama-3-70B-shaped estimate. About 35 minutes here.
 bench-all: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json bench/results/memory.json --plot bench/results/memory.png
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/depth.py --json bench/results/depth.json --plot bench/results/depth.png
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/openxla.py --json bench/results/openxla.json
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/scan_hf.py --d-model 64 --seq 64 --batch 2 --vocab 256 --json bench/results/scan_hf.json
 	$(PY) bench/estimate_70b.py --json bench/results/estimate_70b.json
 
 # The same memory benchmark on CPU eager (torch SAC runs there: the eager step-time targets).

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Union
 
 from torch import nn
 
@@ -14,6 +15,7 @@ from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, u
 from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
+from xla_ckpt._api import scan_hf as _scan_hf
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 
@@ -36,7 +38,8 @@ class ApplyReport:
 
     ``blocks_left_out``: what ``blocks = true`` left out, each with why (:func:`xla_ckpt.find_blocks`);
     ``own_checkpointing_off``: the modules whose own checkpointing flag (Hugging Face's or diffusers'
-    ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off.
+    ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off; ``scanned``: the
+    decoder stack that runs as one scan (``scan = true``), described, or "".
     """
 
     wrapped: list[Wrapped] = field(default_factory=list)
@@ -47,6 +50,7 @@ class ApplyReport:
     patch_linear: bool = False
     weights_by_reference: bool = False
     source: str = ""
+    scanned: str = ""
 
     def __str__(self) -> str:
         lines = [f"plan from {self.source}: {len(self.wrapped)} modules checkpointed"]
@@ -55,6 +59,8 @@ class ApplyReport:
         lines += [f"  skipped (inside a checkpointed module): {n}" for n in self.nested_skipped]
         lines += [f"  left out by blocks = true: {n}" for n in self.blocks_left_out]
         lines += [f"  model's own checkpointing turned off: {n or '<root>'}" for n in self.own_checkpointing_off]
+        if self.scanned:
+            lines.append(f"  scanned: {self.scanned}")
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
         return "\n".join(lines)
 
@@ -67,13 +73,17 @@ def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -
     return not rule.classes or type(module).__name__ in rule.classes
 
 
-def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> ApplyReport:
+def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str]], *,
+          scan: Optional[bool] = None) -> ApplyReport:
     """Checkpoint the modules of ``model`` that ``config`` selects; returns what was done.
 
     Args:
         model: the root module; rules match fully qualified names below it ("" is the root).
         config: a ``Config``, a dict, a preset name (``xla_ckpt.presets()``) or a ``.toml`` / ``.yaml`` /
             ``.json`` path.
+        scan: run the Hugging Face decoder stack (``model.model.layers``) as one torch_xla scan whose
+            body the blocks' policy marks (trace and compile time flat in depth); overrides the
+            config's ``scan``. None: the config's (default False).
 
     Rules apply in order; a later rule overrides earlier ones for the modules it selects
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
@@ -85,12 +95,19 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     Applying again to the same model replaces what the earlier ``apply`` did (its wrappers, its
     ``patch_linear``, its root forward): ``apply(model, "none")`` undoes it, the same config is a no-op.
     ``model.forward``'s signature is kept (HF ``Trainer`` filters dataset columns by it).
+    With ``scan``, the per-call arguments (mask, positions, rotary embeddings) pass once to the scan;
+    layers that differ (sliding and global attention) are an error naming why; off XLA (or under
+    ``torch.compile``) the layers run one by one as without scan; ``state_dict`` keys are unchanged.
 
     Example:
         >>> report = xla_ckpt.apply(model, "megatron_selective")
         >>> print(report)
     """
     cfg = as_config(config)
+    if scan is not None:
+        if not isinstance(scan, bool):
+            raise TypeError(f"xla_ckpt.apply: scan must be True, False or None, got {scan!r}")
+        cfg = dataclasses.replace(cfg, scan=scan)
     named = list(model.named_modules(remove_duplicate=True))
     plan: dict[str, tuple[nn.Module, int]] = {}
     report = ApplyReport(source=cfg.source, patch_linear=cfg.patch_linear,
@@ -125,6 +142,9 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
                 "call xla_ckpt.uncheckpointed on it first"
             )
         final.append((n, m, i))
+    stack = None
+    if cfg.scan:
+        stack, final, report.scanned = _scan_hf.plan_scan(model, cfg, final, built, owned)
     # Validated: now change the model.
     earlier.undo(model)
     report.own_checkpointing_off = _hf.turn_off_own_checkpointing(model, "apply")
@@ -133,6 +153,8 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     for n, m, i in final:
         checkpointed(m, policy=built[i], verify=cfg.verify)
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
+    if stack is not None:
+        _scan_hf.install(model, *stack)
     by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
         # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).
@@ -175,6 +197,7 @@ class _Applied:
         """Undo in reverse order: the root's by-reference hooks, the wrappers (a patched Linear's sits on its patch), the patch."""
         if self.by_reference:
             unhook_by_reference(model)
+        _scan_hf.uninstall(model)
         for m in self.owned().values():
             uncheckpointed(m)
         if self.patch_linear:

@@ -73,6 +73,7 @@ class Config:
     patch_linear: bool = False
     weights_by_reference: bool = False
     verify: bool = False  # every wrapped module recomputes its saved outputs too and compares (checkpoint verify=)
+    scan: bool = False  # the HF decoder stack runs as one torch_xla scan, its body marked by the blocks' policy
     description: str = ""
     source: str = field(default="<dict>", compare=False)
 
@@ -154,7 +155,8 @@ class _Parser:
         return value
 
     def config(self, data: Any) -> Config:
-        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "verify", "description"})
+        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "verify", "scan",
+                                     "description"})
         rules = d.get("checkpoint", [])
         if not isinstance(rules, list):
             raise self.fail("checkpoint", f"expected a list of rules ([[checkpoint]] tables), got {rules!r}")
@@ -166,6 +168,7 @@ class _Parser:
             patch_linear=self.boolean(d.get("patch_linear", False), "patch_linear"),
             weights_by_reference=self.boolean(d.get("weights_by_reference", False), "weights_by_reference"),
             verify=self.boolean(d.get("verify", False), "verify"),
+            scan=self.boolean(d.get("scan", False), "scan"),
             description=desc,
             source=self.source,
         )

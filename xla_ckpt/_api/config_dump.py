@@ -59,7 +59,7 @@ def config_data(cfg: Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg.description:
         out["description"] = cfg.description
-    for switch in ("patch_linear", "weights_by_reference", "verify"):
+    for switch in ("patch_linear", "weights_by_reference", "verify", "scan"):
         if getattr(cfg, switch):
             out[switch] = True
     out["checkpoint"] = [_rule_data(r) for r in cfg.checkpoint]

@@ -1,0 +1,239 @@
+"""The call-time side of ``apply(..., scan=True)``: a Hugging Face decoder stack run as one torch_xla scan.
+
+The model's own forward is not copied: it still loops ``for layer in self.layers`` and calls each
+layer with the hidden states and the per-call arguments (mask, position ids and embeddings, cache
+flags). Each layer's instance-level ``forward`` (:class:`ScanForward`) defers: layers ``0..n-2``
+record their arguments and hand back their input unchanged; the last layer runs the whole stack as one
+scan on the first layer's input. Every deferred call is checked against the first (the same hidden
+states object, the same argument objects), so a model whose loop changes anything between layers,
+or passes a different mask to some layers, is a ``CheckpointError``, never a wrong value. The
+owner's (``model.model``'s) hooks start and finish each forward: a forward that stops before the
+last layer is an error too.
+
+The per-call tensors enter the scan as inputs broadcast over the layers (``expand``): torch_xla's
+scan traces the body with AOTAutograd on fake tensors, which refuses tensors the body closes over;
+gradients into them (if any need one) are summed over the layers by ``expand``'s backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from xla_ckpt._api import hf as _hf
+from xla_ckpt._api import scan as _scan
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._base.errors import CheckpointError
+
+__all__ = ["ScanStack", "ScanForward"]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same per-call argument: tensors by identity, containers item by item, the rest by ``==``."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a is b or a == b)
+    except Exception:  # noqa: BLE001  (an object without a usable ==: only identity counts)
+        return False
+
+
+class ScanStack:
+    """One scanned decoder stack: its owner (``model.model``), its layers and the body's policy."""
+
+    def __init__(self, owner: nn.Module, name: str, layers: list[nn.Module], policy: Any,
+                 fallback: list[Any]) -> None:
+        self.owner = owner
+        self.name = name  # "model.layers", for messages
+        self.layers = layers
+        self.policy = policy  # a per-op policy (everything_saveable for no checkpointing)
+        self.fallback = fallback  # per layer: how it runs off XLA (a checkpointed forward or the plain one)
+        self.pending: Optional[tuple[torch.Tensor, tuple, dict, int]] = None  # (input, args, kwargs, last index)
+        self.in_body = False
+        self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
+        self.cache = _hf.cache_plan(type(layers[0]).forward)
+
+    # -- the owner's hooks -------------------------------------------------------------------------------------
+    def start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        self.pending = None
+        cfg = getattr(module, "config", None)
+        for flag in ("output_hidden_states", "output_attentions"):
+            if kwargs.get(flag, getattr(cfg, flag, False)):
+                raise CheckpointError(
+                    f"xla_ckpt.apply(scan=True): {type(module).__name__} was called with {flag}=True; the scanned "
+                    f"stack {self.name} runs as one loop, so per-layer hidden states and attention maps do not "
+                    "exist. Call without it, or apply without scan.")
+
+    def finish(self, module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.pending is not None:
+            ran = self.pending[3] + 1
+            self.pending = None
+            raise CheckpointError(
+                f"xla_ckpt.apply(scan=True): {type(module).__name__}'s forward called {ran} of the "
+                f"{len(self.layers)} layers of {self.name}; the scan runs when the last layer is called, so the "
+                "output would miss layers. Set config.num_hidden_layers to the number of layers, or apply without "
+                "scan.")
+
+    # -- the layers' calls -------------------------------------------------------------------------------------
+    def call(self, index: int, args: tuple, kwargs: dict) -> Any:
+        layer = self.layers[index]
+        if self.in_body:  # the scan body itself, traced by torch_xla: the layer's own forward
+            return type(layer).forward(layer, *args, **kwargs)
+        if self.cache is not None:
+            args, kwargs = self.cache.apply(layer, args, kwargs)
+        if "hidden_states" in kwargs:
+            kwargs = dict(kwargs)
+            args = (kwargs.pop("hidden_states"), *args)
+        h = args[0] if args else None
+        if not self._scannable(layer, h, args, kwargs):
+            if self.pending is not None:
+                raise self._differs(index, "hidden_states", "is no longer an XLA tensor in training")
+            return self.fallback[index](*args, **kwargs)
+        rest = args[1:]
+        if index == 0:
+            self.pending = (h, rest, kwargs, 0)
+        else:
+            if self.pending is None or self.pending[3] != index - 1:
+                raise CheckpointError(
+                    f"xla_ckpt.apply(scan=True): {self.name}[{index}] was called without the layers before it in "
+                    "the same forward; a scanned stack runs as a whole, from the owner's forward.")
+            h0, rest0, kwargs0, _ = self.pending
+            if h is not h0:
+                raise self._differs(index, "hidden_states", "is not the previous layer's output")
+            if not _same(rest, rest0):
+                raise self._differs(index, "the positional arguments", "differ from layer 0's")
+            for key in kwargs.keys() | kwargs0.keys():
+                if not _same(kwargs.get(key), kwargs0.get(key)):
+                    raise self._differs(index, key, "differs from layer 0's")
+            self.pending = (h0, rest0, kwargs0, index)
+        if index < len(self.layers) - 1:
+            return h
+        h0, rest0, kwargs0, _ = self.pending
+        self.pending = None
+        return self.run(h0, rest0, kwargs0)
+
+    def _scannable(self, layer: nn.Module, h: Any, args: tuple, kwargs: dict) -> bool:
+        if not isinstance(h, torch.Tensor) or h.device.type != "xla" or _compat.is_compiling():
+            return False
+        # A KV cache still given (eval with grad, or no grad: generation) is written in place per layer.
+        return not any(kwargs.get(n) is not None for n in _hf.CACHE_ARGS)
+
+    def _differs(self, index: int, what: str, how: str) -> CheckpointError:
+        self.pending = None
+        return CheckpointError(
+            f"xla_ckpt.apply(scan=True): {self.name}[{index}]: {what} {how}; the scan passes one set of per-call "
+            "arguments to every layer, so layers called differently (sliding and global attention layers, a "
+            "changed mask or hidden state between layers) cannot be scanned. Apply without scan.")
+
+    def run(self, h: torch.Tensor, args: tuple, kwargs: dict) -> torch.Tensor:
+        """The whole stack as one torch_xla scan over the stacked parameters of its layers."""
+        from torch_xla.experimental.scan import scan  # noqa: PLC0415
+
+        layers, n = self.layers, len(self.layers)
+        if layers[0].training:
+            _scan._dropout_modules(layers)
+            _attention_dropout(layers)
+        flat, spec = tree_flatten((args, kwargs))
+        where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+        consts = [flat[i].expand(n, *flat[i].shape) for i in where]
+        names = [k for k, _ in layers[0].named_parameters()]
+        bufs = [k for k, _ in layers[0].named_buffers()]
+        per = [(dict(m.named_parameters()), dict(m.named_buffers())) for m in layers]
+        params = {k: torch.stack([p[k] for p, _ in per]) for k in names}
+        buffers = {k: torch.stack([b[k] for _, b in per]) for k in bufs}
+        key = _body_key(flat, spec, (layers[0].training, _state_of(layers[0]),
+                                     tuple(t.requires_grad for t in [*params.values(), *buffers.values()])))
+        body = self.bodies.get(key) if key is not None else None
+        if body is None:
+            body = self._body([None if isinstance(v, torch.Tensor) else v for v in flat], spec, where)
+            if key is not None:
+                self.bodies[key] = body
+        # A cached body traces once per shapes: torch_xla then reuses its forward and backward graphs
+        # (``is_fn_pure``); a new body (per-call values it cannot key) is traced on every call.
+        out, _ = scan(body, h, (params, buffers, consts), partition_fn=_scan.partition_fn(self.policy),
+                      is_fn_pure=key is not None)
+        return out
+
+    def _body(self, flat: list[Any], spec: Any, where: list[int]) -> Any:
+        """The scan body: the first layer's forward on one layer's parameters and the per-call arguments."""
+        template = self.layers[0]
+
+        def body(carry: torch.Tensor, x: Any) -> tuple[torch.Tensor, None]:
+            p, b, c = x
+            vals = list(flat)
+            for i, t in zip(where, c):
+                vals[i] = t
+            a, kw = tree_unflatten(vals, spec)
+            self.in_body = True
+            try:
+                out = torch.func.functional_call(template, {**p, **b}, (carry, *a), kw, strict=True)
+            finally:
+                self.in_body = False
+            if not isinstance(out, torch.Tensor):
+                raise CheckpointError(
+                    f"xla_ckpt.apply(scan=True): {type(template).__name__} returned {type(out).__name__}, not the "
+                    "hidden states tensor; only layers that return a tensor can be scanned. Apply without scan.")
+            return out, None
+
+        return body
+
+
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _state_of(layer: nn.Module) -> tuple:
+    """The layer's plain attributes (and its attention implementation): a change means a new trace."""
+    out = []
+    for name, m in layer.named_modules():
+        out.append((name, tuple(sorted((k, v) for k, v in vars(m).items() if type(v) in _PLAIN))))
+    cfg = getattr(getattr(layer, "self_attn", None), "config", None)
+    return (tuple(out), str(getattr(cfg, "_attn_implementation", None)))
+
+
+def _body_key(flat: list[Any], spec: Any, state: tuple) -> Optional[tuple]:
+    """What the traced body depends on besides shapes: the argument structure and the non-tensor values
+    (only plain ones: an object of another type might change unseen, so such a call is not cached)."""
+    vals = []
+    for v in flat:
+        if isinstance(v, torch.Tensor):
+            vals.append(("tensor", v.requires_grad))
+        elif type(v) in _PLAIN:
+            vals.append((type(v).__name__, v))
+        else:
+            return None
+    return (str(spec), tuple(vals), state)
+
+
+def _attention_dropout(layers: list[nn.Module]) -> None:
+    """Raise on attention dropout (HF attention modules: ``attention_dropout`` > 0, used in training)."""
+    for name, m in layers[0].named_modules():
+        p = getattr(m, "attention_dropout", None)
+        if isinstance(p, float) and not isinstance(p, bool) and p > 0 and m.training:
+            where = f"layers[0].{name}" if name else "layers[0]"
+            raise _scan._random_error(f"attention dropout: {where}.attention_dropout is {p} in training mode")
+
+
+class ScanForward:
+    """Instance-level ``forward`` of a scanned layer (see the module docstring)."""
+
+    def __init__(self, stack: ScanStack, index: int) -> None:
+        self.stack = stack
+        self.index = index
+
+    @property
+    def __self__(self) -> nn.Module:
+        return self.stack.layers[self.index]
+
+    @property
+    def __func__(self) -> Any:
+        return type(self.__self__).forward
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.stack.call(self.index, args, kwargs)
