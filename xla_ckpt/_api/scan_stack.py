@@ -27,6 +27,7 @@ from xla_ckpt._api import hf as _hf
 from xla_ckpt._api import scan as _scan
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
+from xla_ckpt._ir.replay_state import autocast_state
 
 __all__ = ["ScanStack", "ScanForward"]
 
@@ -148,7 +149,10 @@ class ScanStack:
         per = [(dict(m.named_parameters()), dict(m.named_buffers())) for m in layers]
         params = {k: torch.stack([p[k] for p, _ in per]) for k in names}
         buffers = {k: torch.stack([b[k] for _, b in per]) for k in bufs}
-        key = _body_key(flat, spec, (layers[0].training, _state_of(layers[0]),
+        # Grad and autocast modes shape the trace too (an autocast turned on between steps would
+        # otherwise reuse the fp32 body): part of the key.
+        modes = (torch.is_grad_enabled(), tuple(autocast_state([h.device])))
+        key = _body_key(flat, spec, (layers[0].training, _state_of(layers[0]), modes,
                                      tuple(t.requires_grad for t in [*params.values(), *buffers.values()])))
         body = self.bodies.get(key) if key is not None else None
         if body is None:
