@@ -32,7 +32,7 @@ import contextlib
 import functools
 import operator
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -69,7 +69,8 @@ class RegionPlan:
         positions: graph nodes planned (free), of ``nodes`` in the region.
         baseline: bytes kept with every free node saved; budget: the policy's bytes (None if it has no fraction);
         cost: what the plan keeps and recomputes (``RegionView.cost``); saved: names of the region's nodes
-        backward reads from the forward (the rest it recomputes); inputs: the region inputs it holds.
+        backward reads from the forward (the rest it recomputes); inputs: the region inputs it holds;
+        view, chosen: the ``RegionView`` planned and the positions saved (``view.cost(chosen)`` is ``cost``).
     """
 
     graph_id: Any
@@ -81,6 +82,8 @@ class RegionPlan:
     cost: Cost
     saved: tuple[str, ...]
     inputs: tuple[str, ...]
+    view: Optional[RegionView] = field(default=None, repr=False, compare=False)  # what the planner saw
+    chosen: frozenset[int] = field(default=frozenset(), repr=False, compare=False)  # its SAVE positions
 
 
 def register_region(graph_id: Any, policy: Any) -> None:
@@ -287,8 +290,29 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
     cost, lv = view.evaluate(chosen)
     return RegionPlan(gid, policy, len(free), len(positions), baseline,
                       budget_bytes(fraction, baseline.nbytes) if isinstance(fraction, float) else None,
-                      cost, tuple(positions[p].name for p in sorted(lv.cached)),
-                      tuple(input_keys[i][0].name for i in sorted(lv.inputs)))
+                      cost, tuple(_saved_names(positions, lv, reads, packed)),
+                      tuple(_key_name(input_keys[i]) for i in sorted(lv.inputs)), view, frozenset(chosen))
+
+
+def _saved_names(positions: list[Node], lv: Any, reads: list[list[Any]], packed: list[Any]) -> list[str]:
+    """Names of the values the plan keeps: a saved node, or the items read of a multi-output one."""
+    read = set(packed).union(*(reads[p] for p in lv.live))
+    names = []
+    for p in sorted(lv.cached):
+        n = positions[p]
+        if isinstance(n.meta.get("val"), (tuple, list)):
+            names += [u.name for u in n.users if u.target is operator.getitem and (n, u.args[1]) in read]
+        else:
+            names.append(n.name)
+    return names
+
+
+def _key_name(key: tuple[Node, Optional[int]]) -> str:
+    """The graph's name for a buffer: the node, or its ``getitem`` item."""
+    node, index = key
+    if index is None:
+        return node.name
+    return next((u.name for u in node.users if u.target is operator.getitem and u.args[1] == index), node.name)
 
 
 def _meta_or(a: Any) -> Any:
