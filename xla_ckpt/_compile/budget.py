@@ -39,9 +39,10 @@ import torch
 from torch.fx import GraphModule, Node
 
 from xla_ckpt._base.warn import warn_once
-from xla_ckpt._compile.opcall import CompiledOpCall, skipped
+from xla_ckpt._compile.joint_view import (Symbolic, backward_readers, buffer_of, external, forward_nodes, key_name,
+                                          meta_or, meta_tensor, saved_names, transparent)
+from xla_ckpt._compile.opcall import CompiledOpCall
 from xla_ckpt._ir.liveness import Dataflow
-from xla_ckpt._ir.opcall import Decision
 from xla_ckpt._policy.budget import budget_bytes
 from xla_ckpt._policy.plan import Cost, RegionView, check_plan
 
@@ -130,53 +131,6 @@ def _marks() -> Any:
     return CheckpointPolicy
 
 
-def _transparent(n: Node) -> bool:
-    """Nodes that make no buffer of their own: views, detach, ``_unsafe_view``, a multi-output op's item."""
-    if n.op != "call_function":
-        return False
-    t = n.target
-    if t is operator.getitem:
-        return True
-    return isinstance(t, torch._ops.OpOverload) and skipped(t) and bool(n.args) and isinstance(n.args[0], Node)
-
-
-def _key(n: Node) -> tuple[Node, Optional[int]]:
-    """The buffer behind node ``n``: ``(producer, index)``, through views and ``getitem``."""
-    index: Optional[int] = None
-    while _transparent(n):
-        if n.target is operator.getitem:
-            index = n.args[1] if isinstance(n.args[1], int) else None
-        n = n.args[0]
-    return n, index
-
-
-def _meta(v: Any) -> Optional[torch.Tensor]:
-    if not isinstance(v, torch.Tensor):
-        return None
-    if any(not isinstance(s, int) for s in (*v.shape, *v.stride())):
-        raise _Symbolic()
-    return torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device="meta")
-
-
-class _Symbolic(Exception):
-    """A region with symbolic shapes (``dynamic=True``): not planned."""
-
-
-def _forward_nodes(graph: Any, num_fwd_outputs: int) -> set[Node]:
-    """Nodes the forward's outputs need (AOTAutograd's required forward nodes)."""
-    out = next(n for n in reversed(graph.nodes) if n.op == "output")
-    stack: list[Node] = []
-    torch.fx.node.map_arg(tuple(out.args[0][:num_fwd_outputs]), stack.append)
-    seen: set[Node] = set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(n.all_input_nodes)
-    return seen
-
-
 def plan_joint(joint: GraphModule, num_fwd_outputs: int, static_inputs: Any = ()) -> list[RegionPlan]:
     """Plan every registered region of ``joint`` and rewrite its provisional marks (see the module docstring).
 
@@ -198,19 +152,19 @@ def plan_joint(joint: GraphModule, num_fwd_outputs: int, static_inputs: Any = ()
             by_region.setdefault(gid, [])
     if not by_region:
         return []
-    fw = _forward_nodes(graph, num_fwd_outputs)
+    fw = forward_nodes(graph, num_fwd_outputs)
     primals = [n for n in graph.nodes if n.op == "placeholder" and n.name.startswith("primals")]
     static = {primals[i] for i in (static_inputs or ()) if i < len(primals)}
     for n in graph.nodes:
         gid = n.meta.get("ac_graph_id")
-        if gid in by_region and n in fw and n.op == "call_function" and not _transparent(n):
+        if gid in by_region and n in fw and n.op == "call_function" and not transparent(n):
             by_region[gid].append(n)
     plans: list[RegionPlan] = []
     _reg.unplanned.difference_update(by_region)
     for gid, positions in by_region.items():
         try:
             plans.append(_plan_region(gid, _reg.regions[gid], positions, fw, static))
-        except _Symbolic:
+        except Symbolic:
             warn_once(("compiled", "budget-symbolic"), "xla_ckpt: a memory_budget region with symbolic shapes "
                       "(torch.compile(dynamic=True)) is not planned under compile: it runs unmarked (torch's "
                       "partitioner decides). Compile with dynamic=False to keep the budget.")
@@ -230,7 +184,7 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
             v = node.meta.get("val")
             if index is not None and isinstance(v, (tuple, list)):
                 v = v[index]
-            m = _meta(v)
+            m = meta_tensor(v)
             if m is None:
                 return None
             bufs[key] = m
@@ -248,11 +202,11 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
     for n in positions:
         r = []
         for i in n.all_input_nodes:
-            k = _key(i)
+            k = buffer_of(i)
             if buf(k) is None:
                 continue
             r.append(k)
-            if k[0] not in pos_of and k not in input_keys and not _external(k[0], static):
+            if k[0] not in pos_of and k not in input_keys and not external(k[0], static):
                 input_keys.append(k)
         reads.append(r)
     flow = Dataflow([buf(k) for k in input_keys])
@@ -262,15 +216,15 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
         flow.op([buf(k) for k in r], [buf(k) for k in out_keys], only_tensors=True, must_run=False)
         out = tuple(buf(k) for k in out_keys) if isinstance(n.meta.get("val"), (tuple, list)) else (
             buf(out_keys[0]) if out_keys else None)
-        args = torch.fx.node.map_arg(n.args, lambda a: _meta_or(a))
-        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: _meta_or(a))
+        args = torch.fx.node.map_arg(n.args, lambda a: meta_or(a))
+        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: meta_or(a))
         op = n.target if isinstance(n.target, torch._ops.OpOverload) else None
         calls.append(CompiledOpCall(op, args, kwargs, out, "") if op is not None else None)
     # What backward reads: region buffers (outputs, inputs) read by nodes outside the forward.
     packed: list[tuple[Node, Optional[int]]] = []
-    for u in _backward_readers(positions, input_keys, fw):
+    for u in backward_readers(positions, input_keys, fw):
         for i in u.all_input_nodes:
-            k = _key(i)
+            k = buffer_of(i)
             if (k[0] in pos_of or k in input_keys) and k not in packed and buf(k) is not None:
                 packed.append(k)
     from xla_ckpt._base.xla import buffer_key  # noqa: PLC0415
@@ -290,57 +244,8 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
     cost, lv = view.evaluate(chosen)
     return RegionPlan(gid, policy, len(free), len(positions), baseline,
                       budget_bytes(fraction, baseline.nbytes) if isinstance(fraction, float) else None,
-                      cost, tuple(_saved_names(positions, lv, reads, packed)),
-                      tuple(_key_name(input_keys[i]) for i in sorted(lv.inputs)), view, frozenset(chosen))
-
-
-def _saved_names(positions: list[Node], lv: Any, reads: list[list[Any]], packed: list[Any]) -> list[str]:
-    """Names of the values the plan keeps: a saved node, or the items read of a multi-output one."""
-    read = set(packed).union(*(reads[p] for p in lv.live))
-    names = []
-    for p in sorted(lv.cached):
-        n = positions[p]
-        if isinstance(n.meta.get("val"), (tuple, list)):
-            names += [u.name for u in n.users if u.target is operator.getitem and (n, u.args[1]) in read]
-        else:
-            names.append(n.name)
-    return names
-
-
-def _key_name(key: tuple[Node, Optional[int]]) -> str:
-    """The graph's name for a buffer: the node, or its ``getitem`` item."""
-    node, index = key
-    if index is None:
-        return node.name
-    return next((u.name for u in node.users if u.target is operator.getitem and u.args[1] == index), node.name)
-
-
-def _meta_or(a: Any) -> Any:
-    v = a.meta.get("val") if isinstance(a, Node) else a
-    return _meta(v) if isinstance(v, torch.Tensor) else v
-
-
-def _external(n: Node, static: set[Node]) -> bool:
-    """Parameters and constants: outside every region's bytes (as in eager)."""
-    return n in static or n.op == "get_attr"
-
-
-def _backward_readers(positions: list[Node], input_keys: list[Any], fw: set[Node]) -> list[Node]:
-    """Nodes outside the forward that read a region buffer (directly or through views): backward's reads."""
-    out: list[Node] = []
-    seen: set[Node] = set()
-    stack = [*positions, *(k[0] for k in input_keys)]
-    while stack:
-        n = stack.pop()
-        for u in n.users:
-            if u in seen:
-                continue
-            seen.add(u)
-            if _transparent(u):
-                stack.append(u)  # a view's readers read its base
-            if u not in fw and u.op != "output":
-                out.append(u)
-    return out
+                      cost, tuple(saved_names(positions, lv, reads, packed)),
+                      tuple(key_name(input_keys[i]) for i in sorted(lv.inputs)), view, frozenset(chosen))
 
 
 def _set_mark(n: Node, mark: Any) -> None:
