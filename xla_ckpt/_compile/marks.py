@@ -89,7 +89,6 @@ class _Lowering:
     def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
         self.policy = policy
         self.planner = plans(policy)
-        self.context: Optional[ForwardContext] = None  # the forward context torch enters (its region id)
         self.on_xla = on_xla
         self.module = module
         # Module entries of the region's call site: ops run below them. A wrapped module is on the
@@ -178,9 +177,7 @@ class _Lowering:
         if self.planner:
             # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):
             # PREFER_SAVE until then, a mark the min-cut ignores (unplanned, the region runs unmarked).
-            # torch 2.9 numbers the region's nodes (their meta); torch >= 2.13 its forward context.
-            gid = meta.get("ac_graph_id", getattr(self.context, "ac_graph_id", None))
-            register_region(gid, self.policy)
+            register_region(meta.get("ac_graph_id"), self.policy)
             return CheckpointPolicy.PREFER_SAVE
         out = getattr(ctx, "op_output", None)
         call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
@@ -253,8 +250,7 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
     module = _compat.object_by_id(module_id) if module_id else None
     lowering = _Lowering(policy, module, direct, on_xla)
     forward, recompute = create_selective_checkpoint_contexts(lowering.policy_fn)
-    lowering.context = ForwardContext(forward, lowering.deferred)
-    return lowering.context, recompute
+    return ForwardContext(forward, lowering.deferred), recompute
 
 
 def _traced(args: tuple, kwargs: dict) -> bool:
