@@ -11,8 +11,8 @@ times come from memory.py's one interleaved process (``bench/timing.py`` compile
 there): host trace (step start until the sync call) as per-round ratios to lazy ``none``, and the
 step as per-round ratios to compiled ``none``.
 
-``memory_budget`` under compile runs unmarked (``xla_ckpt/_compile/marks.py``): the row is shown with that
-note, not hidden. Example::
+``memory_budget`` under compile is planned on the joint graph by the library's planner before torch's
+min-cut (``xla_ckpt/_compile/budget.py``): the row says so. Example::
 
     rows = [probe(n, c, size, tmp) for n, c in variants(["none", "full"], policies_dir)]
 """
@@ -31,12 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PREFIX = "openxla:"
 HEADLINE = ["none", "megatron_selective", "full", "budget=0.3"]
-# Why a budget row shows compiled none's memory: said beside it wherever it is printed.
-# torch's default_partition takes min-cut (where activation_memory_budget acts) only for graphs with
-# recompute marks: setting the budget the library's warning suggests left the peak byte-identical here.
-BUDGET_NOTE = ("unmarked: memory_budget plans eager regions; under torch.compile it runs without marks "
-               "(xla_ckpt/_compile/marks.py) and openxla's default partitioner saves what compiled none saves "
-               "(torch's activation_memory_budget acts only on marked graphs)")
+# How a budget row is made under compile: said beside it wherever it is printed.
+BUDGET_NOTE = ("planned: memory_budget's region planned on the joint graph by xla_ckpt's planner before torch's "
+               "min-cut, lowered to per-op marks, fenced (xla_ckpt/_compile/budget.py)")
 
 
 def variants(names: list[str], policies_dir: str) -> list[tuple[str, Any]]:

@@ -39,7 +39,8 @@ from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile.deferred import Deferred, ForwardContext
 from xla_ckpt._compile.names import call_site_name, child, module_entries
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
-from xla_ckpt._compile.prepare import planner_note, prepare_this_compile
+from xla_ckpt._compile.budget import register_region
+from xla_ckpt._compile.prepare import prepare_this_compile
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
 from xla_ckpt._ir.record import draws, op_info
 from xla_ckpt._policy.plan import plans
@@ -87,6 +88,7 @@ class _Lowering:
 
     def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
         self.policy = policy
+        self.planner = plans(policy)
         self.on_xla = on_xla
         self.module = module
         # Module entries of the region's call site: ops run below them. A wrapped module is on the
@@ -172,6 +174,11 @@ class _Lowering:
         if op._schema.is_mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         meta = _compat.current_node_meta()
+        if self.planner:
+            # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):
+            # PREFER_SAVE until then, a mark the min-cut ignores (unplanned, the region runs unmarked).
+            register_region(meta.get("ac_graph_id"), self.policy)
+            return CheckpointPolicy.PREFER_SAVE
         out = getattr(ctx, "op_output", None)
         call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
         decided = _Decided(call, self._ask(call), new_nodes)
@@ -280,16 +287,10 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     region follow torch's selective checkpointing rules under compile.
     """
     on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
-    if plans(policy):
-        # A planning policy needs the region's whole eager forward, which a compile never runs.
-        # torch's equivalent is its own whole-graph budget for the min-cut partitioner, which marks
-        # would override: run unmarked. (Lowering memory_budget(f) to PREFER_RECOMPUTE marks plus
-        # activation_memory_budget = f was tried: with dropout in two regions its gradients differ
-        # from the unwrapped model's, on XLA and on CPU aot_eager alike (0.02-0.09), so it is not done.)
-        # The advice is given by code Dynamo runs, not traces: repr() and warn would break the graph.
-        planner_note(type(policy).__name__, getattr(policy, "fraction", None))
-        return fn(*args, **kwargs)
-    prepare_this_compile(on_xla)
+    # A planning policy (memory_budget) is planned on the joint graph before torch's min-cut
+    # (``_compile.budget``), not with torch's activation_memory_budget: with dropout in two regions
+    # that one's gradients differed from the unwrapped model's (0.02-0.09, XLA and CPU aot_eager).
+    prepare_this_compile(on_xla, plans(policy))
     return _torch_checkpoint(fn, args, kwargs, policy, on_xla, lazy)
 
 

@@ -8,39 +8,48 @@ region, and ``compile_scope`` puts it back when the compile ends.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional
+from typing import Iterator
 
 import torch
 
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._base.warn import warn_once
 
-__all__ = ["prepare_this_compile", "planner_note", "unfenced"]
+__all__ = ["prepare_this_compile", "unfenced"]
 
 
 @torch.compiler.assume_constant_result
-def prepare_this_compile(on_xla: bool) -> bool:
-    return _prepare(on_xla)
+def prepare_this_compile(on_xla: bool, planner: bool = False) -> bool:
+    return _prepare(on_xla, planner)
 
 
-def _prepare(on_xla: bool) -> bool:
-    """What a compile of an XLA region needs from torch, set until the compile ends (``_base.compile_scope``).
+def _prepare(on_xla: bool, planner: bool = False) -> bool:
+    """What a compile of a region needs from torch, set until the compile ends (``_base.compile_scope``).
 
-    - ``torch.xla``: torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_base.xla``).
-    - Fenced recompute: ``backend="openxla"`` partitions with torch's default partitioner, which calls
+    - ``torch.xla`` (XLA): torch's checkpoint looks the device module up; torch_xla 2.9 has none (see ``_base.xla``).
+    - Fenced recompute (XLA): ``backend="openxla"`` partitions with torch's default partitioner, which calls
       ``min_cut_rematerialization_partition`` by name for marked graphs; for this compile that name is
       the fenced min-cut (``_compile.fence``), so XLA cannot run every recompute at once.
+    - A planning policy's region (``planner``, any device): the min-cut, by that name and by inductor's
+      (``torch._inductor.compile_fx`` imports it), first plans the region on the joint graph (``_compile.budget``).
 
     Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
-    instead of tracing it: both are in place before AOTAutograd traces the region.
+    instead of tracing it: all of it is in place before AOTAutograd traces the region.
     """
-    if not on_xla or not _xla.device_module_for_this_compile():
-        return False
+    import sys  # noqa: PLC0415
+
     from torch._functorch import partitioners  # noqa: PLC0415
 
     from xla_ckpt._base.compile_scope import set_for_this_compile  # noqa: PLC0415
+    from xla_ckpt._compile.budget import planned  # noqa: PLC0415
     from xla_ckpt._compile.fence import fenced  # noqa: PLC0415
 
+    if planner:
+        for mod in (partitioners, sys.modules.get("torch._inductor.compile_fx")):
+            if mod is not None:
+                set_for_this_compile(mod, "min_cut_rematerialization_partition",
+                                     planned(mod.min_cut_rematerialization_partition))
+    if not on_xla or not _xla.device_module_for_this_compile():
+        return False
     if not _unfenced:
         set_for_this_compile(partitioners, "min_cut_rematerialization_partition",
                              fenced(partitioners.min_cut_rematerialization_partition))
@@ -61,23 +70,3 @@ def unfenced() -> Iterator[None]:
         yield
     finally:
         _unfenced.pop()
-
-
-@torch.compiler.assume_constant_result
-def planner_note(kind: str, budget: Optional[float]) -> bool:
-    """Say once per policy how to keep a budget under compile (run by Dynamo while tracing).
-
-    Takes constants only: the policy object may have been made inside the traced frame.
-    """
-    if budget is not None and torch._functorch.config.activation_memory_budget == budget:
-        return True
-    _warn_planner(f"{kind}({budget:g})" if budget is not None else kind, budget)
-    return True
-
-
-def _warn_planner(policy: str, budget: Optional[float]) -> None:
-    fix = (f"set torch._functorch.config.activation_memory_budget = {budget:g} before compiling (torch's "
-           "budget, for the whole compiled graph, as torchtitan's activation_memory_budget does)"
-           if budget is not None else "use a per-op policy under torch.compile")
-    warn_once(("compiled", "planner", policy), f"xla_ckpt under torch.compile: {policy} plans eager regions; "
-              f"compiled regions run unmarked and torch's partitioner decides. To keep a budget, {fix}.", stacklevel=3)

@@ -224,7 +224,7 @@ def _packet_name(op: Any) -> str:
     return str(getattr(op, "overloadpacket", op))
 
 
-# Planning policies (memory_budget) leave compiled regions unmarked: tests/unit/_policy/test_budget.py covers them.
+# Planning policies (memory_budget) are planned on the joint graph: tests/integration/compile/test_compiled_budget.py.
 PER_OP = [n for n in policies.names() if not plans(_policy(n))]
 # The fast tier compiles one of each kind (dots, names, a combinator, offload, torch's policy, the two
 # extremes); `make test-all` compiles every per-op policy. Each compile is about 5 s on 2 idle cores.

@@ -294,26 +294,7 @@ def test_config_budget_key_and_policy_table_are_the_same():
         as_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget", "fraction": "x"}}]})
 
 
-def test_under_torch_compile_the_region_runs_unmarked_and_says_how_to_budget():
-    blk, x = _block(torch.device("cpu"))
-    params = list(blk.parameters())
-    ref = grads_of(blk, [x], params)
-    fn = torch.compile(lambda x: xla_ckpt.checkpoint(blk, x, policy=memory_budget(0.3)), backend="aot_eager")
-    with pytest.warns(UserWarning, match=r"activation_memory_budget = 0.3"):
-        got = grads_of(fn, [x], params)
-    assert_same(ref, got)
-
-
-def test_under_torch_compile_with_torchs_own_budget_set_there_is_nothing_to_say():
-    blk, x = _block(torch.device("cpu"))
-    params = list(blk.parameters())
-    ref = grads_of(blk, [x], params)
-    torch._dynamo.reset()
-    fn = torch.compile(lambda x: xla_ckpt.checkpoint(blk, x, policy=memory_budget(0.5)), backend="aot_eager")
-    with torch._functorch.config.patch(activation_memory_budget=0.5), warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*plans eager regions.*")
-        got = grads_of(fn, [x], params)
-    assert_same(ref, got)
+# Under torch.compile the region is planned on the joint graph: tests/integration/compile/test_compiled_budget.py.
 
 
 def test_a_planner_that_raises_is_named_and_leaves_nothing_behind():
