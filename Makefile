@@ -44,6 +44,8 @@ $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 # three presets and one memory budget, then the same GPT under torch.compile(backend="openxla") (none,
 # megatron_selective, full, budget 0.3; bench/compiled.py). Memory: one process per variant; step times:
 # one interleaved process for all. 4 min 43 s at load 1.5 on the 2 cores here (11-15 min at load 5-10).
+# Then the GPT with dropout 0.1 (none, megatron_selective, full; XLA beside CPU bytes; bench/dropout.py):
+# 138 s more at load 4-5 (8 min 14 s in all), an estimated 1-1.5 min on the quiet machine.
 # TPU: see docs/benchmarks.md.
 bench: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json bench/results/headline.json --plot bench/results/headline.png

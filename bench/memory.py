@@ -5,12 +5,14 @@
     python bench/memory.py --quick --json out.json --plot out.png
     python bench/memory.py --headline            # `make bench`: the README's table, a few minutes
     python bench/memory.py --openxla none full   # compiled-XLA rows too (bench/compiled.py)
+    python bench/memory.py --dropout 0.1         # the GPT with dropout on XLA, beside its CPU bytes (bench/dropout.py)
 
 Variants: no checkpointing, torch_xla's and torch's own checkpointing, every preset, memory_budget at
 --budgets fractions and offload(p) for --offload policies. --headline keeps the default model and
 selects the headline rows (HEADLINE_*: three presets, one budget, no offload, fewer rounds); what a
 flag sets explicitly still wins. On XLA with the GPT, --headline adds the compiled-XLA rows
-(torch.compile(backend="openxla"): none, megatron_selective, full, memory_budget 0.3; bench/compiled.py).
+(torch.compile(backend="openxla"): none, megatron_selective, full, memory_budget 0.3; bench/compiled.py)
+and the dropout rows (the GPT with dropout 0.1: none, megatron_selective, full; bench/dropout.py).
 
 Per variant: bytes autograd keeps on the device (saved_activations; OFFLOAD's host copies apart, as
 host MiB), compiled peak (XLA, from --xla_dump_to), device
@@ -35,6 +37,7 @@ import tempfile
 from typing import Any
 
 import compiled
+import dropout
 import targets
 import timing
 from memory_plot import plot
@@ -82,6 +85,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         f"--headline: {HEADLINE_OFFLOAD}); none: --offload")
     p.add_argument("--openxla", nargs="*", help="compiled-XLA rows (torch.compile(backend='openxla')): none, "
                    f"presets, budget=F (XLA, --model gpt; default none, --headline: {' '.join(HEADLINE_OPENXLA)})")
+    p.add_argument("--dropout", type=float, help="the dropout rows at this rate (XLA, --model gpt; default none, "
+                   f"--headline: {dropout.HEADLINE}; 0: none)")
     p.add_argument("--headline", action="store_true", help="only the headline variants (`make bench`)")
     p.add_argument("--quick", action="store_true", help="a tiny configuration (tests, smoke runs)")
     p.add_argument("--json", help="write results (with the environment) to this path")
@@ -99,6 +104,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         a.openxla = HEADLINE_OPENXLA if a.headline and a.device == "xla" and a.model == "gpt" else []
     if a.openxla and (a.device != "xla" or a.model != "gpt"):
         p.error(f"--openxla needs --device xla and --model gpt (got {a.device}, {a.model}): bench/openxla_probe.py")
+    if a.dropout is None:
+        a.dropout = dropout.HEADLINE if a.headline and a.device == "xla" and a.model == "gpt" else 0.0
+    if a.dropout and (a.device != "xla" or a.model != "gpt" or not 0 < a.dropout < 1):
+        p.error(f"--dropout needs --device xla, --model gpt and a rate in (0, 1) (got {a.device}, {a.model}, "
+                f"{a.dropout}): it compares XLA's bytes with CPU's")
     if a.quick:
         a.layers, a.d_model, a.heads, a.seq, a.batch, a.vocab = 2, 32, 2, 16, 2, 64
         a.rounds, a.warmup = min(a.rounds, 3), 1
@@ -238,14 +248,18 @@ def main(argv: list[str] | None = None) -> int:
         comp.append(compiled.probe(name, model, stem + "_dump", stem + ".pt"))
         if not comp[-1]["error"] and os.path.exists(stem + ".pt"):
             grads[name] = torch.load(stem + ".pt")
+    drop = dropout.measure(a.dropout, model, tmp, _run_variant) if a.dropout else []  # the GPT with dropout
     ok = [(n, c) for (n, c), r in zip(variants + comp_variants, results + comp) if not r.get("error")]
-    print(f"interleaved timing: {len(ok)} variants, {a.rounds} rounds, one process", file=sys.stderr)
+    entries = [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]
+    entries += dropout.timing_entries(drop, model)
+    print(f"interleaved timing: {len(entries)} variants, {a.rounds} rounds, one process", file=sys.stderr)
     timed = timing.launch({"device": a.device, "rounds": a.rounds, "warmup": a.warmup, "reference": "none",
-                           "entries": [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]})
+                           "entries": entries})
     timing.merge(results, timed)
     timing.merge(comp, timed)
     compiled.derive(comp, results, timed, grads)
-    goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else [])
+    dropout.derive(drop, timed, grads)
+    goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else []) + dropout.targets(drop)
     shutil.rmtree(tmp, ignore_errors=True)
     title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
     print(title)
@@ -262,9 +276,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncompiled XLA (torch.compile(backend='openxla'), fenced): peak = the largest of the step's programs "
               "(exact bytes), host/step: the same interleaved rounds, per-round ratios")
         print("\n".join(compiled.table(comp)))
+    if drop:
+        print(f"\ndropout {a.dropout:g} (bench/dropout.py): saved bytes on XLA and on CPU eager (exact), compiled peak "
+              "(exact), host/step per round over dropout none's, grads against dropout none's")
+        print("\n".join(dropout.table(drop)))
     print("\n".join(targets.lines(goals)))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results, "compiled": comp, "targets": goals,
-           "timing": {k: v for k, v in timed.items() if k != "entries"}}
+    doc = {"environment": _environment(a), "config": vars(a), "results": results, "compiled": comp, "dropout": drop,
+           "targets": goals, "timing": {k: v for k, v in timed.items() if k != "entries"}}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

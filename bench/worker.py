@@ -38,7 +38,7 @@ def _model(spec: dict[str, Any]) -> Any:
                      n_head=spec["heads"], seq_len=spec["seq"])
     else:
         m = GPT(GPTConfig(vocab_size=spec["vocab"], seq_len=spec["seq"], n_layer=spec["layers"],
-                          n_head=spec["heads"], d_model=spec["d_model"]))
+                          n_head=spec["heads"], d_model=spec["d_model"], dropout=spec.get("dropout", 0.0)))
     return m.to(getattr(torch, spec["dtype"]))
 
 
@@ -201,6 +201,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         sync()
         return loss
 
+    if spec.get("dropout") and dev_kind == "xla":  # the same masks in every variant's process (bench/dropout.py)
+        xm.set_rng_state(0, device)  # torch.manual_seed does not seed XLA's generator
+    elif spec.get("dropout"):
+        torch.manual_seed(0)
     try:
         # Saved bytes (what autograd keeps between forward and backward) from one forward.
         block_inputs: list[Any] = []

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a pack
 
 import compiled  # noqa: E402
 import depth  # noqa: E402
+import dropout  # noqa: E402
 import memory  # noqa: E402
 import targets  # noqa: E402
 import timing  # noqa: E402
@@ -130,7 +131,7 @@ def test_bench_hf_architecture_by_name(tmp_path):
 def test_bench_xla(tmp_path, xla_device):
     pols = [os.path.join(ROOT, "policies", f"{p}.toml") for p in ("full", "dots", "megatron_selective")]
     doc, res = _bench(tmp_path, "xla", "--rounds", str(QUICK_ROUNDS), "--policies", *pols, "--budgets", "0.5", "--offload",
-                      "--openxla", *compiled.HEADLINE[:-1], "budget=0.5")
+                      "--openxla", *compiled.HEADLINE[:-1], "budget=0.5", "--dropout", "0.1")
     ok = _check(doc, res, {"none", "torch_xla", "torch_sac", "xla_ckpt:full", "xla_ckpt:dots",
                            "xla_ckpt:megatron_selective", "xla_ckpt:budget=0.5"})
     assert ok["xla_ckpt:full"]["saved_bytes"] < ok["xla_ckpt:budget=0.5"]["saved_bytes"] < ok["none"]["saved_bytes"]
@@ -151,8 +152,20 @@ def test_bench_xla(tmp_path, xla_device):
     assert comp["openxla:full"]["compiled_peak_bytes"] < comp["openxla:none"]["compiled_peak_bytes"]
     assert "planned" in comp["openxla:budget=0.5"]["note"]
     assert comp["openxla:budget=0.5"]["compiled_peak_bytes"] < comp["openxla:none"]["compiled_peak_bytes"]
+    # The dropout rows (issue 31): the masks recomputed are the forward's (grads equal dropout none's),
+    # XLA and CPU bytes both measured, timed in the same rounds.
+    drop = {r["variant"]: r for r in doc["dropout"]}
+    assert list(drop) == ["dropout:none", "dropout:megatron_selective", "dropout:full"]
+    for r in drop.values():
+        assert r["error"] is None and r["dropout"] == 0.1 and r["n_grads"] == r["n_params"], r
+        assert r["grad_max_abs_diff"] <= 1e-5 and r["compiled_peak_bytes"] > 0, r
+        assert r["saved_bytes"] > 0 and r["cpu_saved_bytes"] > 0 and r["xla_over_cpu"] > 0, r
+        assert r["host_vs_none"]["median"] > 0 and r["step_vs_none"]["median"] > 0, r
+    assert drop["dropout:full"]["saved_bytes"] < drop["dropout:none"]["saved_bytes"]
+    assert drop["dropout:none"]["saved_bytes"] > ok["none"]["saved_bytes"]  # the masks are kept without checkpointing
     assert [t["target"] for t in doc["targets"]] == ["XLA host trace: megatron_selective / none"] + [
-        t["target"] for t in targets.compiled_targets(doc["compiled"])]
+        t["target"] for t in targets.compiled_targets(doc["compiled"])] + [
+        t["target"] for t in dropout.targets(doc["dropout"])]
     assert all(t["met"] is not None for t in doc["targets"])
 
 
@@ -206,6 +219,40 @@ def test_headline_adds_the_compiled_xla_rows_on_xla_with_the_gpt_only():
     assert memory._args(["--headline", "--device", "cpu"]).openxla == []
     with pytest.raises(SystemExit):  # the probe compiles our GPT on XLA: a clear argparse error elsewhere
         memory._args(["--device", "cpu", "--openxla", "full"])
+
+
+def test_headline_adds_the_dropout_rows_on_xla_with_the_gpt_only():
+    assert memory._args(["--headline"]).dropout == dropout.HEADLINE == 0.1
+    assert memory._args([]).dropout == 0.0 and memory._args(["--headline", "--dropout", "0"]).dropout == 0.0
+    assert memory._args(["--headline", "--device", "cpu"]).dropout == 0.0
+    for bad in (["--device", "cpu", "--dropout", "0.1"], ["--dropout", "1.5"], ["--model", "llama-hf", "--dropout", "0.1"]):
+        with pytest.raises(SystemExit):  # it compares XLA's bytes with CPU's, on our GPT
+            memory._args(bad)
+    assert [n for n, _, _ in dropout.variants()] == ["dropout:none", "dropout:megatron_selective", "dropout:full"]
+
+
+def test_dropout_rows_ratios_and_the_issue31_targets():
+    """Made-up rows over two rounds: ratios to dropout none's, grads against its grads, the 1.05 bytes target."""
+    rows = [{"variant": "dropout:none", "error": None, "saved_bytes": 400, "cpu_saved_bytes": 380,
+             "xla_over_cpu": 400 / 380, "compiled_peak_bytes": 1000, "first_step_s": 3.0},
+            {"variant": "dropout:megatron_selective", "error": None, "saved_bytes": 105, "cpu_saved_bytes": 100,
+             "xla_over_cpu": 1.05, "compiled_peak_bytes": 600, "first_step_s": 4.0},
+            {"variant": "dropout:full", "error": None, "saved_bytes": 30, "cpu_saved_bytes": 25,
+             "xla_over_cpu": 1.2, "compiled_peak_bytes": 400, "first_step_s": 4.0}]
+    ents = {"dropout:none": {"host_samples_s": [0.02, 0.04], "step_samples_s": [0.5, 1.0]},
+            "dropout:megatron_selective": {"host_samples_s": [0.03, 0.06], "step_samples_s": [0.55, 1.1]},
+            "dropout:full": {"error": "boom"}}
+    grads = {"dropout:none": torch.zeros(2), "dropout:megatron_selective": torch.tensor([1e-9, -2e-9])}
+    dropout.derive(rows, {"entries": ents}, grads)
+    none, mega, full = rows
+    assert mega["compiled_peak_ratio"] == 0.6 and mega["saved_ratio"] == pytest.approx(105 / 400)
+    assert mega["host_vs_none"]["median"] == pytest.approx(1.5) and mega["step_vs_none"]["median"] == pytest.approx(1.1)
+    assert mega["grad_max_abs_diff"] == pytest.approx(2e-9) and "grad_max_abs_diff" not in full
+    assert full["timing_error"] == "boom" and "host_vs_none" not in full
+    goals = {t["target"]: t["met"] for t in dropout.targets(rows)}
+    assert goals == {"dropout bytes: megatron_selective XLA / CPU": True, "dropout bytes: full XLA / CPU": False}
+    text = "\n".join(dropout.table(rows))
+    assert "| dropout:megatron_selective | 0.00 | 0.00 | 1.050 |" in text and "note: dropout:full: boom" in text
     pol = os.path.join(ROOT, "policies")
     got = compiled.variants(["none", "full", "budget=0.3"], pol)
     assert got == [("openxla:none", None), ("openxla:full", os.path.join(pol, "full.toml")),
