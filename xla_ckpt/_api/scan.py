@@ -16,7 +16,7 @@ and a ``LayerNorm`` a batch norm on XLA, so op-based policies (``dots_saveable``
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import torch
 from torch import nn
@@ -105,6 +105,19 @@ def _no_random_ops(nodes: Iterable[Node]) -> None:
             raise _random_error(what)
 
 
+def spmd_error(who: str) -> Optional[str]:
+    """Why torch_xla's scan cannot run under SPMD here (jax / torchax missing), or None."""
+    from xla_ckpt._base import xla as _xla  # noqa: PLC0415
+
+    missing = _xla.spmd_scan_missing()
+    if missing is None:
+        return None
+    return (f"xla_ckpt.{who}: SPMD is on (torch_xla.runtime.use_spmd()) and {missing} cannot be imported: "
+            "torch_xla's scan shards each layer's gradients like its inputs with shard_as, a JAX function "
+            "(torch_xla[pallas] installs jax and torchax; pip install torchax jax==0.7.1 jaxlib==0.7.1 for "
+            "torch_xla 2.9); nothing ran or changed. Install them, or run without scan.")
+
+
 def _dropout_modules(layers: list[nn.Module]) -> None:
     """Raise, before torch_xla traces anything, on a dropout module that draws (training, p > 0)."""
     for i, layer in enumerate(layers):
@@ -190,6 +203,9 @@ def scan_layers(layers: Iterable[nn.Module], x: torch.Tensor, *, policy: Any = "
             x = _compiled.checkpoint(layer, (x,), {}, pol)
         return x
     _dropout_modules(layers)
+    why = spmd_error("scan_layers")
+    if why is not None:
+        raise CheckpointError(why)
     fn = partition_fn(policy)
     from torch_xla.experimental.scan_layers import scan_layers as xla_scan_layers  # noqa: PLC0415
 

@@ -1,7 +1,7 @@
 """``apply(..., scan=True)``: find a Hugging Face decoder stack, check its layers can be scanned, install.
 
 Found: ``model.model.layers`` (a causal LM: Llama, Mistral, Qwen2/Qwen3, Phi-3, Gemma) or
-``model.layers`` (the base model). Scanned: layers of one class whose parameters, buffers and
+``model.layers`` (the base model); GPT-2-style ``model.transformer.h`` or ``model.h``. Scanned: layers of one class whose parameters, buffers and
 configuration attributes are equal (``layer_idx`` aside); where they differ (Gemma 2/3's sliding and
 global layers, ``config.layer_types`` not all equal) the error names the attribute. Everything is
 checked before the model changes; the call-time side is :mod:`xla_ckpt._api.scan_stack`.
@@ -14,28 +14,32 @@ from typing import Any, Optional
 
 from torch import nn
 
-from xla_ckpt._api.scan_stack import ScanForward, ScanStack
+from xla_ckpt._api.scan_stack import ScanForward, ScanStack, backward_hooked
 
 __all__ = ["find_stack", "check_scannable", "install", "uninstall", "scanned_stack"]
 
 _STACK = "_xla_ckpt_scan_stack"
 # Per-layer attributes that may differ: the index (used for a KV cache, off under scan) and the mode.
 _PER_LAYER = frozenset({"layer_idx", "training"})
+# (owner attribute on the model, stack attribute on the owner): a causal LM and its base model, Llama-style
+# (``model.layers``) and GPT-2-style (``transformer.h``).
+_LAYOUTS = (("model", "layers"), ("", "layers"), ("transformer", "h"), ("", "h"))
 
 
 def find_stack(model: nn.Module) -> tuple[str, nn.Module, nn.ModuleList]:
     """``(name, owner, layers)``: the decoder stack of an HF causal LM or base model, or a ``ValueError``."""
-    for name in ("model", ""):
+    for name, attr in _LAYOUTS:
         owner = getattr(model, name, None) if name else model
         if not isinstance(owner, nn.Module):
             continue
-        layers = getattr(owner, "layers", None)
+        layers = getattr(owner, attr, None)
         if isinstance(layers, nn.ModuleList) and len(layers) > 0:
-            return (f"{name}.layers" if name else "layers"), owner, layers
+            return (f"{name}.{attr}" if name else attr), owner, layers
     raise ValueError(
-        f"xla_ckpt.apply(scan=True): {type(model).__name__} has no decoder stack at model.model.layers or "
-        "model.layers (the layout of Hugging Face's Llama, Mistral, Qwen2/Qwen3, Phi-3 and Gemma); scan supports "
-        "those. Apply without scan, or call xla_ckpt.scan_layers on your own stack of layer(x) modules.")
+        f"xla_ckpt.apply(scan=True): {type(model).__name__} has no decoder stack at model.model.layers, "
+        "model.layers, model.transformer.h or model.h (the layouts of Hugging Face's Llama, Mistral, Qwen2/Qwen3, "
+        "Phi-3, Gemma and GPT-2); scan supports those. Apply without scan, or call xla_ckpt.scan_layers on your "
+        "own stack of layer(x) modules.")
 
 
 def _config_of(module: nn.Module) -> dict[str, Any]:
@@ -140,11 +144,17 @@ def plan_scan(model: nn.Module, cfg: Any, final: list[tuple[str, nn.Module, int]
         raise fail("scan = true cannot be combined with patch_linear or weights_by_reference (their hooks and "
                    "custom autograd functions do not run inside torch_xla's traced scan body); use a preset "
                    "without them (megatron_selective instead of fsdp_xla).")
+    why = _scan.spmd_error("apply(scan=True)")
+    if why is not None:
+        raise fail(why)
     try:
         name, owner, layers = find_stack(model)
         check_scannable(model, name, layers)
     except ValueError as e:
         raise fail(str(e)) from None
+    hooked = backward_hooked(name, list(layers))
+    if hooked is not None:
+        raise fail(hooked)
     names = [f"{name}.{i}" for i in range(len(layers))]
     index = {n: i for i, n in enumerate(names)}
     rules: dict[int, int] = {}

@@ -29,7 +29,7 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.replay_state import autocast_state
 
-__all__ = ["ScanStack", "ScanForward"]
+__all__ = ["ScanStack", "ScanForward", "backward_hooked"]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -99,6 +99,12 @@ class ScanStack:
             return self.fallback[index](*args, **kwargs)
         rest = args[1:]
         if index == 0:
+            hooked = backward_hooked(self.name, self.layers)
+            if hooked is not None:
+                raise CheckpointError(hooked)
+            why = _scan.spmd_error("apply(scan=True)")
+            if why is not None:
+                raise CheckpointError(why)
             self.pending = (h, rest, kwargs, 0)
         else:
             if self.pending is None or self.pending[3] != index - 1:
@@ -123,8 +129,12 @@ class ScanStack:
     def _scannable(self, layer: nn.Module, h: Any, args: tuple, kwargs: dict) -> bool:
         if not isinstance(h, torch.Tensor) or h.device.type != "xla" or _compat.is_compiling():
             return False
-        # A KV cache still given (eval with grad, or no grad: generation) is written in place per layer.
-        return not any(kwargs.get(n) is not None for n in _hf.CACHE_ARGS)
+        # A KV cache still given (eval with grad, or no grad: generation) is written in place per layer;
+        # GPT-2's block takes it positionally.
+        if any(kwargs.get(n) is not None for n in _hf.CACHE_ARGS):
+            return False
+        return not any(i is not None and i < len(args) and args[i] is not None
+                       for _, i in (self.cache.caches if self.cache is not None else ()))
 
     def _differs(self, index: int, what: str, how: str) -> CheckpointError:
         self.pending = None
@@ -197,7 +207,7 @@ def _state_of(layer: nn.Module) -> tuple:
     out = []
     for name, m in layer.named_modules():
         out.append((name, tuple(sorted((k, v) for k, v in vars(m).items() if type(v) in _PLAIN))))
-    cfg = getattr(getattr(layer, "self_attn", None), "config", None)
+    cfg = next((m.config for m in layer.modules() if hasattr(m, "config")), None)  # self_attn, GPT-2's attn
     return (tuple(out), str(getattr(cfg, "_attn_implementation", None)))
 
 
@@ -222,6 +232,20 @@ def _attention_dropout(layers: list[nn.Module]) -> None:
         if isinstance(p, float) and not isinstance(p, bool) and p > 0 and m.training:
             where = f"layers[0].{name}" if name else "layers[0]"
             raise _scan._random_error(f"attention dropout: {where}.attention_dropout is {p} in training mode")
+
+
+def backward_hooked(name: str, layers: list[nn.Module]) -> Optional[str]:
+    """Why layers with a backward hook cannot be scanned (FSDPv2 wrapped around each layer adds one), or None."""
+    for i, layer in enumerate(layers):
+        for sub, m in layer.named_modules():
+            if m._backward_hooks or m._backward_pre_hooks:
+                where = f"{name}[{i}].{sub}" if sub else f"{name}[{i}]"
+                return (f"xla_ckpt.apply(scan=True): {where} ({type(m).__name__}) has a backward hook "
+                        "(SpmdFullyShardedDataParallel wrapped around each layer adds one: its optimization barrier); "
+                        "a scan has no per-layer backward to run it on, and the hook wraps each layer's input and "
+                        "output. Under FSDPv2 wrap the root model only (it shards every parameter), or apply "
+                        "without scan.")
+    return None
 
 
 class ScanForward:

@@ -13,7 +13,7 @@ import math
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Hashable, Iterator
+from typing import Any, Hashable, Iterator, Optional
 
 import torch
 
@@ -33,6 +33,7 @@ __all__ = [
     "place_to_device",
     "PLACEMENT_TARGET",
     "device_module_for_this_compile",
+    "spmd_scan_missing",
 ]
 
 
@@ -40,6 +41,30 @@ __all__ = [
 def available() -> bool:
     """True when torch_xla can be imported (without importing it)."""
     return importlib.util.find_spec("torch_xla") is not None
+
+
+def spmd_scan_missing() -> Optional[str]:
+    """Under SPMD, what torch_xla's scan lacks to run (``"jax and torchax"``), else None.
+
+    torch_xla 2.9's scan shards each gradient like its forward input with ``shard_as``, a JAX
+    function called through torchax (``torch_xla[pallas]``): without them the backward trace fails
+    with ``No module named 'jax'``. Never imports torch_xla; asked only with an XLA tensor at hand.
+    """
+    if "torch_xla" not in sys.modules:
+        return None
+    import torch_xla.runtime as xr  # noqa: PLC0415
+
+    if not xr.is_spmd():
+        return None
+    return _jax_interop_missing()
+
+
+@functools.lru_cache(maxsize=None)
+def _jax_interop_missing() -> Optional[str]:
+    from torch_xla._internal import jax_workarounds as jw  # noqa: PLC0415  (torch_xla's own check)
+
+    missing = [n for n, ok in (("jax", jw.maybe_get_jax(log=False)), ("torchax", jw.maybe_get_torchax())) if ok is None]
+    return " and ".join(missing) or None
 
 
 def _torch_xla() -> ModuleType:

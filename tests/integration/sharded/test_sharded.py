@@ -82,6 +82,28 @@ def test_every_preset_under_fsdpv2_by_hand_and_in_the_trainer(xla_device, tmp_pa
         assert r[f"trainer:{preset}"]["peak"] < 0.85 * r["trainer:none"]["peak"], r
 
 
+# Issue 29: apply(scan=True) under FSDPv2 (4 virtual devices), tiny HF Llama, megatron_selective. torch_xla's
+# scan needs jax and torchax under SPMD (shard_as): with them, loss and every grad equal the unscanned FSDPv2
+# run (the usual recipe, each layer wrapped); without them (this project's deps), the named error at apply
+# time. FSDPv2 around each scanned layer is refused at call time, before anything ran. ~10 s.
+@pytest.mark.slow
+@pytest.mark.xla
+def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device):
+    pytest.importorskip("transformers")
+    r = _run("fsdpv2_scan_probe.py")
+    assert r["devices"] == 4
+    if r["scan"] == "ran":
+        assert r["mismatch"] is None and r["max_grad_diff"] <= SHARDED_ATOL, r  # loss and every grad, none None
+        assert r["whiles"]["scan"] >= 2 and r["whiles"]["unscanned"] == 0, r  # the scan ran, forward and back
+        assert r["sharded_params"]["scan"] == r["n_params"] and r["shardings"]["scan"] > 0, r
+        assert "has a backward hook (SpmdFullyShardedDataParallel" in r["per_layer"]["error"], r
+        assert r["per_layer"]["at"] == "call" and r["per_layer"]["grads_none"], r
+    else:
+        for run in (r["scan"], r["per_layer"]):
+            assert run["at"] == "apply" and not run["wrapped"], run  # refused before the model changed
+            assert "SPMD is on (torch_xla.runtime.use_spmd()) and jax and torchax cannot be imported" in run["error"]
+
+
 # The fast tier's sharded run: FSDP2 with 2 gloo ranks under dots_saveable (torch only, seconds); the
 # other policies and SPMD in `make test-all`.
 @pytest.mark.parametrize("policy", [pytest.param("none", marks=pytest.mark.slow), "dots_saveable",

@@ -162,3 +162,30 @@ def test_a_changed_argument_between_layers_is_an_error(xla_device):
     with pytest.raises(xla_ckpt.CheckpointError, match="without the layers before it"):
         layers[1](h, **kw)
     assert isinstance(layers[0].__dict__["forward"], scan_stack.ScanForward)
+
+
+def test_gpt2_stack_scanned_equals_plain_and_its_default_dropout_is_refused(xla_device):
+    """GPT-2's ``transformer.h``: its default config trains with dropout 0.1 (refused, nothing ran); at 0, equal."""
+    default = _model("gpt2", xla_device)
+    batch = hf_models.batch("gpt2", default, device=xla_device)
+    xla_ckpt.apply(default, "megatron_selective", scan=True)
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"dropout: layers\[0\]\.attn\.attn_dropout is Dropout\(p=0\.1\)"):
+        default(**batch)
+    assert all(p.grad is None for p in default.parameters())
+
+    def no_dropout() -> torch.nn.Module:
+        model = hf_models.build("gpt2", n_layer=2)
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        return hf_models.to_device(model, xla_device)
+
+    plain = no_dropout()
+    ref = _step(plain, batch, hlo=True)
+    model = no_dropout()
+    model.load_state_dict(plain.state_dict())
+    report = xla_ckpt.apply(model, "megatron_selective", scan=True)
+    assert report.scanned.startswith("transformer.h: 2 GPT2Block as one scan"), report.scanned
+    got = _step(model, batch, hlo=True)
+    _assert_same(ref[:2], got[:2])
+    assert got[2].count("while(") >= 2 and "while(" not in ref[2]

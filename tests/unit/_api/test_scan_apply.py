@@ -40,7 +40,7 @@ def test_scan_is_a_config_switch(tmp_path):
 @pytest.mark.parametrize("arch, n_layer, match", [
     ("gemma2", 2, r"config.layer_types is not all equal \(\['full_attention', 'sliding_attention'\]"),
     ("gemma3", 6, r"config.layer_types is not all equal"),
-    ("gpt2", 2, r"no decoder stack at model.model.layers or model.layers"),
+    ("t5", 2, r"no decoder stack at model.model.layers, model.layers, model.transformer.h or model.h"),
 ])
 def test_layers_that_differ_are_refused(arch, n_layer, match):
     model = hf_models.build(arch, n_layer=n_layer)
@@ -48,6 +48,25 @@ def test_layers_that_differ_are_refused(arch, n_layer, match):
     with pytest.raises(xla_ckpt.ConfigError, match=match):
         xla_ckpt.apply(model, "megatron_selective", scan=True)
     assert _forwards(model) == before  # nothing changed
+
+
+def test_gpt2_layers_scaled_by_their_index_are_refused():
+    """GPT-2's ``scale_attn_by_inverse_layer_idx`` gives each layer its own scaling: one body cannot run both."""
+    model = hf_models.build("gpt2")
+    model = type(model)(model.config.__class__(**{**model.config.to_dict(), "scale_attn_by_inverse_layer_idx": True}))
+    with pytest.raises(xla_ckpt.ConfigError, match=r"transformer.h\[1\].attn.scaling is 0.17"):
+        xla_ckpt.apply(model, "full", scan=True)
+    assert xla_ckpt.apply(hf_models.build("gpt2"), "full", scan=True).scanned.startswith("transformer.h: 2 GPT2Block")
+
+
+def test_layers_with_a_backward_hook_are_refused():
+    """FSDPv2 around each layer adds a full backward hook (its optimization barrier); a scan cannot run it."""
+    model = hf_models.build("llama")
+    model.model.layers[1].mlp.register_full_backward_hook(lambda *a: None)
+    before = _forwards(model)
+    with pytest.raises(xla_ckpt.ConfigError, match=r"model.layers\[1\].mlp \(LlamaMLP\) has a backward hook"):
+        xla_ckpt.apply(model, "full", scan=True)
+    assert _forwards(model) == before
 
 
 def test_a_layer_attribute_that_differs_is_named():
