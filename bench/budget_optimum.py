@@ -1,10 +1,12 @@
-"""How far the greedy ``memory_budget`` planner is from the optimum, on every block of the HF table.
+"""How far the ``memory_budget`` planner (greedy, and the library's plan: exact where boxed) is from the optimum.
 
     python bench/budget_optimum.py [--json bench/results/budget_optimum.json] [--archs llama gpt2 ...]
 
 Needs scipy (``pip install -e .[bench]``): the optimum is an integer program solved by HiGHS through
 ``scipy.optimize.milp``. The library never imports this file; it is the reference the greedy search
-(``xla_ckpt/_policy/budget.py``: two greedy passes and swaps) is measured against.
+(``xla_ckpt/_policy/budget.py``: two greedy passes and swaps) and the library's plan (``best_plan``: that
+greedy plan improved by the exact branch and bound of ``_policy/exact.py`` where it finishes within
+its box) are measured against.
 
 The program is ``RegionView.evaluate`` (what the engine keeps and recomputes for a saved set) written
 as linear constraints, so its optimum is exact for the same cost model:
@@ -41,7 +43,7 @@ import torch  # noqa: E402
 import xla_ckpt  # noqa: E402
 from xla_ckpt import hf_models  # noqa: E402
 from xla_ckpt._ir.liveness import EXTERNAL, INPUT  # noqa: E402
-from xla_ckpt._policy.budget import budget_bytes, memory_budget, search  # noqa: E402
+from xla_ckpt._policy.budget import best_plan, budget_bytes, memory_budget, search  # noqa: E402
 from xla_ckpt._policy.plan import RegionView  # noqa: E402
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -156,6 +158,13 @@ def optimum(view: RegionView, budget: int, time_limit: float = 60.0) -> Optional
     return saved, int(round(res.fun))
 
 
+def _ratio(cost: Any, budget: int, opt_rec: Optional[int]) -> Optional[float]:
+    """recompute / the optimum's (None: over the budget, or nothing fits)."""
+    if opt_rec is None or cost.nbytes > budget:
+        return None
+    return cost.recompute / opt_rec if opt_rec else (1.0 if cost.recompute == 0 else float("inf"))
+
+
 def views_of(arch: str) -> list[RegionView]:
     """The distinct block views of a small default-config ``arch`` (one training step on CPU)."""
     model = hf_models.build(arch, d_model=64, n_layer=2, n_head=4, seq_len=32)
@@ -180,8 +189,9 @@ def main() -> None:
     p.add_argument("--time-limit", type=float, default=60.0)
     a = p.parse_args()
     rows = []
-    print("| block | free ops | budget | greedy recompute | optimum | greedy / optimum | greedy s | MILP s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| block | free ops | budget | greedy recompute | planner | optimum | greedy / optimum | planner / optimum "
+          "| how | greedy s | planner s | MILP s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for arch in a.archs:
         try:
             views = views_of(arch)
@@ -195,6 +205,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 greedy = view.cost(search(view, f))
                 t1 = time.perf_counter()
+                planned, how = best_plan(view, f)  # the greedy search again, then the exact one
+                planner = view.cost(planned)
+                tp = time.perf_counter()
                 best = optimum(view, budget, a.time_limit)
                 t2 = time.perf_counter()
                 if best is None:
@@ -204,19 +217,26 @@ def main() -> None:
                     check = view.cost(saved)
                     assert check.nbytes <= budget and check.recompute == opt_rec, (arch, f, check, opt_rec)
                 fits = greedy.nbytes <= budget
-                ratio = (greedy.recompute / opt_rec if opt_rec else (1.0 if greedy.recompute == 0 else float("inf"))) \
-                    if opt_rec is not None and fits else None
+                ratio = _ratio(greedy, budget, opt_rec)
+                pratio = _ratio(planner, budget, opt_rec)
                 block = arch if len(views) == 1 else f"{arch} #{vi}"
                 rows.append(dict(block=block, free=len(view.free), fraction=f, budget=budget, baseline=base,
                                  greedy_recompute=greedy.recompute, greedy_bytes=greedy.nbytes, greedy_fits=fits,
-                                 optimum_recompute=opt_rec, ratio=ratio, greedy_s=t1 - t0, milp_s=t2 - t1))
+                                 optimum_recompute=opt_rec, ratio=ratio, greedy_s=t1 - t0,
+                                 planner_recompute=planner.recompute, planner_bytes=planner.nbytes,
+                                 planner_ratio=pratio, planner_how=how, planner_s=tp - t1, milp_s=t2 - tp))
                 shown = "nothing fits" if opt_rec is None else f"{opt_rec:,}"
                 print(f"| {block} | {len(view.free)} | {f:g} | {greedy.recompute:,}{'' if fits else ' (over)'} | "
-                      f"{shown} | {'-' if ratio is None else f'{ratio:.4f}'} | {t1 - t0:.2f} | {t2 - t1:.2f} |",
-                      flush=True)
-    off = [r for r in rows if r["ratio"] is not None and r["ratio"] > 1.02]
-    print(f"\n{len(rows)} cases; greedy more than 2% over the optimum in {len(off)}: "
-          + (", ".join(f"{r['block']}@{r['fraction']:g} ({r['ratio']:.3f})" for r in off) or "none"))
+                      f"{planner.recompute:,} | {shown} | {'-' if ratio is None else f'{ratio:.4f}'} | "
+                      f"{'-' if pratio is None else f'{pratio:.4f}'} | {how} | {t1 - t0:.2f} | {tp - t1:.2f} | "
+                      f"{t2 - tp:.2f} |", flush=True)
+    for name, col in (("greedy", "ratio"), ("the planner", "planner_ratio")):
+        off = [r for r in rows if r[col] is not None and r[col] > 1.02]
+        print(f"\n{len(rows)} cases; {name} more than 2% over the optimum in {len(off)}: "
+              + (", ".join(f"{r['block']}@{r['fraction']:g} ({r[col]:.3f})" for r in off) or "none"))
+    greedy_only = [r for r in rows if r["planner_how"] != "exact"]
+    print(f"planned greedily (exact search boxed out): {len(greedy_only)}: "
+          + (", ".join(f"{r['block']}@{r['fraction']:g}" for r in greedy_only) or "none"))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump({"fractions": FRACTIONS, "rows": rows}, f, indent=1)

@@ -21,6 +21,7 @@ import torch
 from xla_ckpt._api.apply import apply
 from xla_ckpt._api.config import ConfigError
 from xla_ckpt._api.config_load import load_config
+from xla_ckpt._api.wrap import checkpoint_policy
 from xla_ckpt._hooks.report import COMPILED, SavedReport, _human, saved_activations
 from xla_ckpt.hf_models import ARCHS
 from xla_ckpt.models import GPT, GPTConfig
@@ -111,6 +112,28 @@ def _kept(model: torch.nn.Module, kind: str, args: argparse.Namespace, device: t
     return report
 
 
+def planning(model: torch.nn.Module) -> list[str]:
+    """One line per planning policy of ``model``'s checkpointed modules that says how it planned its
+    regions (``memory_budget``: exactly, or greedily and why), after a forward has run.
+
+    Example:
+        >>> planning(model)
+        ['memory_budget(0.3): 1 region structure: exact']
+    """
+    lines, seen = [], set()
+    for m in model.modules():
+        policy = checkpoint_policy(m)
+        planned = getattr(policy, "planned", None)
+        if not callable(planned) or id(policy) in seen:
+            continue
+        seen.add(id(policy))
+        how = planned()
+        n = sum(how.values())
+        shown = "; ".join(f"{k}" + (f" (x{v})" if v > 1 else "") for k, v in sorted(how.items()))
+        lines.append(f"{policy!r}: {n} region structure{'s' if n != 1 else ''}: {shown or 'none planned'}")
+    return lines
+
+
 def by_producer(report: SavedReport) -> dict[str, int]:
     """Counted bytes per producing op, in :func:`producer`'s vocabulary, largest first."""
     out: dict[str, int] = {}
@@ -152,6 +175,8 @@ def explain(argv: Optional[list[str]] = None) -> int:
     if cfg.description:
         print(cfg.description)
     print(plan)
+    for line in planning(model):
+        print(f"  planned: {line}")
     print()
     print(f"kept for backward by module ({kind}, {device}):")
     for name, n in report.by_module().items():

@@ -12,7 +12,13 @@ The search is two greedy passes on the exact cost, then swaps:
 - up from "save nothing": add the op that removes the most recompute per byte added while it fits;
 - then 1-for-1 exchanges that lower the recompute and still fit;
 - on the cheaper of the two, one round of wider exchanges: add one op, drop until it fits, refill the
-  freed bytes with the up pass (bench/budget_optimum.py measures all this against the exact optimum). A region's plan is remembered by its structure (ops,
+  freed bytes with the up pass.
+
+That greedy plan is the incumbent of an exact branch and bound (``_policy.exact``, pure Python) on
+regions of at most ``EXACT_MAX_FREE`` free ops: it returns a plan of least recompute for this cost
+model, or stops after ``EXACT_MAX_NODES`` branch points and the greedy plan stands (a warning, once,
+and ``planned()`` / ``python -m xla_ckpt explain`` say which regions). bench/budget_optimum.py checks
+both against an integer program (scipy). A region's plan is remembered by its structure (ops,
 shapes, dataflow), so identical blocks and later steps reuse it; ``plan_cache_size`` bounds that.
 
 torch's compiled equivalent is ``torch._functorch.config.activation_memory_budget`` (a whole-graph
@@ -26,13 +32,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Collection, Hashable, Optional
 
+from xla_ckpt._base.warn import warn_once
+from xla_ckpt._policy.exact import exact_search
 from xla_ckpt._policy.plan import RegionView
 from xla_ckpt._ir.opcall import Decision, OpCall
 from xla_ckpt._policy.registry import register
 
-__all__ = ["memory_budget"]
+__all__ = ["memory_budget", "EXACT_MAX_FREE", "EXACT_MAX_NODES"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+
+# The exact search (``_policy.exact``) runs on regions of at most this many free ops...
+EXACT_MAX_FREE = 128
+# ...and stops after this many branch points (a count, not a clock, so every host and run plans the
+# same): about 0.5 s of pure Python on the loaded 2-core machine of docs/budget_offload.md, where the
+# greedy search alone takes 0.3-2 s on the largest HF blocks. Past it, the greedy plan, said once.
+EXACT_MAX_NODES = 20_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
     # plan_cache_size distinct structures.
     _plans: dict[Hashable, tuple[Decision, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    # How each remembered structure was planned ("exact", or "greedy: why"), for ``planned()``/explain.
+    _how: dict[Hashable, str] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     plan_cache_size = 64
 
@@ -84,12 +101,30 @@ class memory_budget:  # noqa: N801  (a value-like policy constructor, named like
         key = view.structure()
         hit = self._plans.get(key)
         if hit is None:
-            saved = search(view, self.fraction)
+            saved, how = best_plan(view, self.fraction)
             hit = tuple(SAVE if p in saved else RECOMPUTE for p in view.free)
             if len(self._plans) >= self.plan_cache_size:
                 self._plans.clear()
+                self._how.clear()
             self._plans[key] = hit
+            self._how[key] = how
+            if how != "exact":
+                warn_once(("memory_budget", "greedy", how.split(":")[0]),
+                          f"{self!r}: a region planned greedily, not exactly ({how}); its recompute may be "
+                          f"above the least within the budget (python -m xla_ckpt explain shows which)")
         return list(hit)
+
+    def planned(self) -> dict[str, int]:
+        """How the region structures planned so far were planned: ``{"exact": n, "greedy: why": m}``.
+
+        Example:
+            >>> policy.planned()
+            {'exact': 1}
+        """
+        out: dict[str, int] = {}
+        for how in self._how.values():
+            out[how] = out.get(how, 0) + 1
+        return out
 
 
 def budget_bytes(fraction: float, baseline: int) -> int:
@@ -98,8 +133,30 @@ def budget_bytes(fraction: float, baseline: int) -> int:
     return math.floor(fraction * baseline + 1e-6)
 
 
+def best_plan(view: RegionView, fraction: float) -> tuple[set[int], str]:
+    """The saved set ``memory_budget`` uses, and how it was found: "exact" or "greedy: why".
+
+    The greedy plan (:func:`search`) is the exact search's incumbent; the exact search
+    (``_policy.exact``) replaces it by a plan of strictly less recompute when one exists, or proves it
+    optimal. Regions over ``EXACT_MAX_FREE`` free ops, or whose search passes ``EXACT_MAX_NODES``
+    branch points, keep the greedy plan.
+    """
+    greedy = search(view, fraction)
+    n = len(view.free)
+    if n > EXACT_MAX_FREE:
+        return greedy, f"greedy: {n} free ops, over the exact search's {EXACT_MAX_FREE}"
+    budget = budget_bytes(fraction, view.baseline.nbytes)
+    cost = view.cost(greedy)
+    r = exact_search(view, budget, cost.recompute if cost.nbytes <= budget else math.inf, EXACT_MAX_NODES)
+    if r.status == "box":
+        return greedy, f"greedy: exact search stopped at {EXACT_MAX_NODES} branch points ({n} free ops)"
+    if r.status == "model":
+        return greedy, "greedy: the region aliases a buffer the exact search does not model"
+    return (set(r.saved) if r.saved is not None else greedy), "exact"
+
+
 def search(view: RegionView, fraction: float) -> set[int]:
-    """The saved set: bytes within ``fraction`` of the baseline, least recompute (greedy + swaps)."""
+    """The greedy saved set: bytes within ``fraction`` of the baseline, least recompute (greedy + swaps)."""
     free = list(view.free)
     budget = budget_bytes(fraction, view.cost(free).nbytes)
     cands = [_down(view, free, budget), _up(view, free, budget)]

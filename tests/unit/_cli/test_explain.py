@@ -55,3 +55,20 @@ def test_producer_vocabulary():
     assert producer("NativeLayerNormBackward0") == "aten.native_layer_norm"
     assert producer("region input") == "(region input)" and producer("") == "(input)"
     assert producer("_LinearFunctionBackward") == "(_LinearFunctionBackward)"
+
+
+def test_explain_says_how_a_budget_planned_its_regions(capsys, tmp_path, monkeypatch):
+    cfg = tmp_path / "budget.toml"
+    cfg.write_text("[[checkpoint]]\nblocks = true\nbudget = 0.3\n")
+    assert main(["explain", str(cfg), *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "  planned: memory_budget(0.3): 1 region structure: exact\n" in out, out  # identical blocks: one plan
+    from xla_ckpt._base.warn import forgetting
+    from xla_ckpt._policy import budget
+
+    monkeypatch.setattr(budget, "EXACT_MAX_NODES", 0)  # the exact search's box: the greedy plan, said so
+    with forgetting(), pytest.warns(UserWarning, match="planned greedily"):
+        assert main(["explain", str(cfg), *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"planned: memory_budget\(0\.3\): 1 region structure: greedy: exact search stopped at 0 "
+                     r"branch points \(\d+ free ops\)\n", out), out
