@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     timing.merge(comp, timed)
     compiled.derive(comp, results, timed, grads)
     dropout.derive(drop, timed, grads)
-    goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else []) + dropout.targets(drop)
+    goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else []) + (
+        dropout.targets(drop) if drop else [])
     shutil.rmtree(tmp, ignore_errors=True)
     title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
     print(title)
