@@ -81,11 +81,11 @@ test: $(STAMP)
 # cases, then the newest-torch tier (test-newest-all).
 # One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
 # both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
-# CI time (issue 33): the last .ci/run took 4,578 s (76.3 min). Measured since as CPU seconds per test (what
-# a test takes on the idle cores; taken at load 10-17, wall 10-15x longer): the newest tier no longer runs
-# 67 compiled HF cases (6.2 s each), the eager HF table (98 s), the 100-step long runs (80 s each) and the
-# rest of the slow tier a second time (>= 11 min); torch 2.9 runs 17 compiled HF cases fewer (105 s) and
-# two openxla probe processes fewer. Projected: 63 min or less; the full fuzz costs 50 s, so it is kept.
+# CI time (issue 33): the last landed .ci/run took 4,578 s (76.3 min); the next, 2,474 s up to a failure in
+# the newest tier. From a fresh clone here (installs from a warm pip cache, `make bench` and `make test`
+# running beside it for 17 of its minutes): install 3 min, tests/unit 7.0 min, tests/integration 32.8 min;
+# the rest measured apart at load 2-3: fuzz + peers + regressions 1.2 min, the torch 2.15 tier (install
+# 95 s, fast tier 3.2 min, compiled tests about 2 min). About 51 minutes in all.
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
 # one process for all of it segfaulted inside torch_xla.sync() after about 1,400 tests and 35 minutes
 # (a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
