@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._compile.marks import mark_of
+from xla_ckpt._compile.lowering import mark_of
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._policy.plan import plans
 from xla_ckpt._ir.opcall import Decision, Policy, ask

@@ -7,7 +7,7 @@ import torch
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.tags import remember
-from xla_ckpt._compile.marks import TAG_KEY
+from xla_ckpt._compile.lowering import TAG_KEY
 
 __all__ = ["tag"]
 

@@ -12,6 +12,7 @@ On XLA (``backend="openxla"``) a compile of a region also gets, for that compile
 none), and the fenced min-cut (``_compile.fence``) that ties each recomputed chain to its gradient.
 Random ops in a region are saved there (the bridge cannot run torch's functionalised RNG).
 A region Dynamo cannot trace (a graph break inside it) runs in the lazy engine there (``_torch_checkpoint``).
+The per-op lowering itself (the ``policy_fn``, random ops, tags) is ``_compile.lowering``.
 
 What a policy sees differs from eager in three documented ways:
 - ``OpCall.out`` is torch's ``ctx.op_output`` (a fake tensor: shapes, no values) on torch >= 2.13,
@@ -24,8 +25,6 @@ What a policy sees differs from eager in three documented ways:
 from __future__ import annotations
 
 import functools
-import threading
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 import torch
@@ -34,210 +33,13 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._base.warn import warn_once
-from xla_ckpt._compile.deferred import Deferred, ForwardContext
-from xla_ckpt._compile.names import call_site_name, child, module_entries
-from xla_ckpt._compile.opcall import CompiledOpCall, skipped
-from xla_ckpt._compile.budget import register_region
+from xla_ckpt._compile.deferred import ForwardContext
+from xla_ckpt._compile.lowering import Lowering, warn_old_torch
 from xla_ckpt._compile.prepare import prepare_this_compile
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
-from xla_ckpt._ir.record import draws, op_info
+from xla_ckpt._ir.opcall import Policy
 from xla_ckpt._policy.plan import plans
 
-__all__ = ["checkpoint", "context_fn", "recorded", "mark_of", "TAG_KEY"]
-
-aten = torch.ops.aten
-TAG_KEY = "xla_ckpt_tag"  # the custom node-meta key ``tag()`` writes under compile (torch >= 2.13)
-
-
-# --------------------------------------------------------------------------- recording (tests, bench)
-
-
-class _Recorder(threading.local):
-    def __init__(self) -> None:
-        self.sinks: list[list["_Lowering"]] = []
-
-
-_recorder = _Recorder()
-
-
-def _warn_old_torch() -> None:
-    warn_once(
-        ("compiled", "old-torch"),
-        f"xla_ckpt under torch.compile on torch {torch.__version__}: policies see OpCall.out=None (nbytes "
-        "and flops still work) and no xla_ckpt.tag names (tag=None), because this torch asks a selective-"
-        "checkpoint policy before the op runs and has no torch.fx.traceback.annotate. Name-based policies "
-        "(save_only_these_names, ...) therefore recompute every tagged value. Use torch >= 2.13 for tags.",
-    )
-
-
-# --------------------------------------------------------------------------- the lowering
-
-@dataclass(eq=False)
-class _Decided:
-    """One decision made while tracing (kept for tests and the report)."""
-
-    call: OpCall
-    decision: Decision
-    nodes: list[Any] = field(default_factory=list)
-
-
-class _Lowering:
-    """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
-
-    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
-        self.policy = policy
-        self.planner = plans(policy)
-        self.on_xla = on_xla
-        self.module = module
-        # Module entries of the region's call site: ops run below them. A wrapped module is on the
-        # call site's stack already; a module passed as ``fn`` (``direct``), or the first module a
-        # plain function calls, is the first entry below, and named as the region's root (as eager).
-        site = module_entries(_compat.current_node_meta())
-        self.base_depth = len(site)
-        self.skip_root = direct or module is None
-        self.prefix = call_site_name(site, None if direct else module)
-        self.decided: list[_Decided] = []
-        self.pending: Optional[_Decided] = None
-        self.graph_len: Optional[int] = None
-        self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
-        for sink in _recorder.sinks:
-            sink.append(self)
-
-    # -- module names -----------------------------------------------------------------------------
-    def module_name(self, meta: dict[str, Any]) -> str:
-        below = module_entries(meta)[self.base_depth:]
-        if self.skip_root and below:
-            root_path = below[0][0]
-            below = below[1:]
-        else:
-            root_path = ""
-        names, cur, parent_path = [], self.module, root_path
-        for path, typ in below:
-            found = child(cur, path, typ) if cur is not None else None
-            if found is not None:
-                name, cur = found
-            else:  # no module object to walk (a plain function's region): the path below its root
-                name, cur = path[len(parent_path):].lstrip(".") if path.startswith(parent_path) else path, None
-            names.append(name)
-            parent_path = path
-        return ".".join(p for p in [self.prefix, *names] if p)
-
-    # -- the policy_fn torch calls --------------------------------------------------------------
-    def policy_fn(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
-        from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
-
-        if ctx.is_recompute:  # torch's recompute is a plain ``with``: an error leaves it cleanly
-            return self._mark(ctx, op, args, kwargs)
-        if self.deferred.error is not None:
-            return CheckpointPolicy.PREFER_RECOMPUTE  # the step fails as the forward exits
-        try:
-            return self._mark(ctx, op, args, kwargs)
-        except Exception as e:  # raised out of torch's forward it would leave torch's mode installed
-            self.deferred.keep(e)
-            return CheckpointPolicy.PREFER_RECOMPUTE
-
-    def _mark(self, ctx: Any, op: Any, args: tuple, kwargs: dict) -> Any:
-        from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
-
-        new_nodes = self._new_nodes()
-        if not isinstance(op, torch._ops.OpOverload) or skipped(op):
-            if op is aten.alias.default:
-                self._maybe_tag(new_nodes)
-            return CheckpointPolicy.PREFER_RECOMPUTE
-        info = op_info(op)
-        if info.random:  # the op's tag; whether this call draws is ``draws`` (SDPA at dropout_p=0 does not)
-            if not _traced(args, kwargs) and draws(info, args, kwargs):
-                # Real tensors: torch's SAC runs at step time (backend="eager", no AOTAutograd), and
-                # torch 2.9 runs that checkpoint with preserve_rng_state=False (its
-                # tag_activation_checkpoint sets it for tracing): the recompute would draw fresh
-                # numbers, a wrong gradient (max 3.3 on a 2-block MLP with dropout). Saving the op
-                # does not help there (eager dropout is bernoulli_ then div_ in place on the saved
-                # tensor). The first law: say so instead.
-                where = self.module_name(_compat.current_node_meta()) or "(the region root)"
-                raise CheckpointError(
-                    f"xla_ckpt: random op {op} in module '{where}' "
-                    "cannot be checkpointed under torch.compile with a backend that runs torch's selective "
-                    "checkpoint eagerly (backend='eager'): torch recomputes it with fresh random numbers, "
-                    "a wrong gradient. Compile with backend='aot_eager', 'inductor' or 'openxla', or run "
-                    "the model uncompiled (the eager engine replays the RNG)."
-                )
-            if self.on_xla:
-                # A random op marked for recompute makes the min-cut partitioner functionalise its
-                # RNG (run_and_save_rng_state), which torch_xla's openxla bridge cannot run ("could
-                # not find kernel ... Functionalize"). On XLA it is saved instead: the same values,
-                # where the eager engine replays the RNG. (Dropout's output is what the next op
-                # reads anyway.) By the op's tag, not the call's: the partitioner functionalises every
-                # tagged op marked for recompute (functionalize_rng_ops), drawing or not.
-                return CheckpointPolicy.MUST_SAVE
-        if op._schema.is_mutable:
-            return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
-        meta = _compat.current_node_meta()
-        if self.planner:
-            # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):
-            # PREFER_SAVE until then, a mark the min-cut ignores (unplanned, the region runs unmarked).
-            register_region(meta.get("ac_graph_id"), self.policy)
-            return CheckpointPolicy.PREFER_SAVE
-        out = getattr(ctx, "op_output", None)
-        call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
-        decided = _Decided(call, self._ask(call), new_nodes)
-        self.decided.append(decided)
-        self.pending = decided
-        return mark_of(decided.decision)
-
-    def _ask(self, call: OpCall) -> Decision:
-        return ask(self.policy, call, "checkpoint policy (torch.compile)")
-
-    def _new_nodes(self) -> list[Any]:
-        """FX nodes traced since the previous op (torch >= 2.13 asks after the op: they are its nodes)."""
-        if not _compat.SAC_GIVES_OP_OUTPUT:
-            return []
-        from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
-
-        mode = get_proxy_mode()
-        if mode is None:
-            return []
-        nodes = list(mode.tracer.graph.nodes)
-        start = self.graph_len if self.graph_len is not None else len(nodes)
-        self.graph_len = len(nodes)
-        return nodes[start:] if self.graph_len >= start else []
-
-    def _maybe_tag(self, alias_nodes: list[Any]) -> None:
-        """``tag()`` under compile is an ``alias`` annotated with the name: name the op that made its input."""
-        name = (_compat.current_node_meta().get("custom") or {}).get(TAG_KEY)
-        pending = self.pending
-        if name is None or pending is None or not alias_nodes:
-            return
-        # Walk back through the ops the policy is never asked about (views, detach, ``_unsafe_view``:
-        # ``skipped``), as eager names the op that made the value. torch 2.15 traces a 3-D
-        # ``nn.Linear``'s output reshape as ``aten._unsafe_view`` (2.13: ``aten.view``), which is no
-        # view by its schema: stopping there lost ``tag(self.qkv(x), "qkv")`` under compile.
-        src = next((n for n in alias_nodes if n.op == "call_function"), None)
-        while src is not None and isinstance(getattr(src, "target", None), torch._ops.OpOverload):
-            if src in pending.nodes:
-                break
-            through = src.target.is_view or skipped(src.target)
-            src = src.args[0] if (through and src.args and isinstance(src.args[0], torch.fx.Node)) else None
-        if src is None or src not in pending.nodes:
-            return  # the tagged value was not made by the latest op (as in eager: the tag is ignored)
-        pending.call = replace(pending.call, tag=name)
-        pending.decision = self._ask(pending.call)
-        # torch marked the op's nodes already; the decision with the tag replaces that mark.
-        for n in pending.nodes:
-            if "recompute" in n.meta:
-                n.meta["recompute"] = mark_of(pending.decision)
-
-
-def mark_of(decision: Decision) -> Any:
-    """torch's SAC mark for a decision; OFFLOAD has none, so it is kept on the device (warned once)."""
-    from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
-
-    if decision is Decision.OFFLOAD:
-
-        warn_once(("compiled", "offload"), "Decision.OFFLOAD under torch.compile (and scan_layers): torch's selective "
-                  "checkpointing has no offload mark, so offloaded values are saved on the device (MUST_SAVE).")
-    return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
+__all__ = ["checkpoint", "context_fn"]
 
 
 def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False) -> Any:
@@ -245,19 +47,12 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
     from torch.utils.checkpoint import create_selective_checkpoint_contexts  # noqa: PLC0415
 
     if not _compat.SAC_GIVES_OP_OUTPUT:
-        _warn_old_torch()
+        warn_old_torch()
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
-    lowering = _Lowering(policy, module, direct, on_xla)
+    lowering = Lowering(policy, module, direct, on_xla)
     forward, recompute = create_selective_checkpoint_contexts(lowering.policy_fn)
     return ForwardContext(forward, lowering.deferred), recompute
-
-
-def _traced(args: tuple, kwargs: dict) -> bool:
-    """Whether the op's tensors are fake (AOTAutograd tracing), not real ones at step time."""
-    from torch._subclasses.fake_tensor import is_fake  # noqa: PLC0415
-
-    return any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
 
 
 def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:
@@ -316,24 +111,3 @@ def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy:
         )
     finally:
         pass  # the try block itself is what matters (see above)
-
-
-class recorded:  # noqa: N801  (a context manager used like a function)
-    """Collect the regions lowered while the block runs (tests and the benchmark read decisions).
-
-    Example:
-        >>> with recorded() as regions:
-        ...     torch.compile(model)(x).sum().backward()
-        >>> [(d.call.op, d.decision) for r in regions for d in r.decided]
-    """
-
-    def __init__(self) -> None:
-        self.regions: list[_Lowering] = []
-
-    def __enter__(self) -> list[_Lowering]:
-        _recorder.sinks.append(self.regions)
-        return self.regions
-
-    def __exit__(self, *exc: Any) -> None:
-        _recorder.sinks.remove(self.regions)
-

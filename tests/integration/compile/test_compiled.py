@@ -27,6 +27,7 @@ from torch import nn
 import xla_ckpt
 from xla_ckpt import policies
 from xla_ckpt._base import compat as _compat
+from xla_ckpt._compile import lowering as _lowering
 from xla_ckpt._compile import marks as _compiled
 from xla_ckpt._policy.plan import plans
 from xla_ckpt.models import GPT, GPTConfig
@@ -206,7 +207,7 @@ def _compiled_run(name: str) -> dict[str, Any]:
     model = _gpt(_policy(name))
     ref_model = _gpt(None)
     ref = _grads(ref_model, ref_model)
-    with _compiled.recorded() as regions, warnings.catch_warnings():
+    with _lowering.recorded() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = _grads(model, torch.compile(model, fullgraph=True, backend=_tpu_like_backend(spy)))
     n_blocks = CFG.n_layer
@@ -349,10 +350,10 @@ def test_marks_reach_a_tpu_like_backend() -> None:
 def test_old_torch_says_so() -> None:
     """Before torch 2.13 the lowering warns (once per process) that out and tags are unavailable."""
     with pytest.warns(UserWarning, match=r"OpCall.out=None.*no xla_ckpt.tag names"):
-        _compiled._warn_old_torch()
+        _lowering.warn_old_torch()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _compiled._warn_old_torch()  # the second time: silent
+        _lowering.warn_old_torch()  # the second time: silent
 
 
 def test_apply_names_match_eager() -> None:
@@ -397,7 +398,7 @@ def test_checkpoint_called_directly_compiles() -> None:
     ref = _grads_of(f, x, params)
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
     torch._dynamo.reset()
-    with _compiled.recorded() as regions, warnings.catch_warnings():
+    with _lowering.recorded() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = _grads_of(torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy)), x, params)
     assert_same(ref, got)

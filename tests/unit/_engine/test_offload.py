@@ -308,7 +308,7 @@ def test_a_plan_may_offload():
 def test_compiled_marks_offload_as_must_save(monkeypatch):
     from torch.utils.checkpoint import CheckpointPolicy
 
-    from xla_ckpt._compile import marks as _compiled
+    from xla_ckpt._compile import lowering as _compiled
 
     with pytest.warns(UserWarning, match="no offload mark"):
         assert _compiled.mark_of(OFFLOAD) is CheckpointPolicy.MUST_SAVE
