@@ -174,6 +174,13 @@ def advance_rng(device: torch.device, n: int) -> None:
 
 def hardware_type(device: torch.device) -> str:
     """'CPU', 'TPU', 'CUDA', ... for an XLA device."""
+    return _hardware_type(str(device))
+
+
+@functools.lru_cache(maxsize=None)
+def _hardware_type(device: str) -> str:
+    # Cached per device name: a device's hardware does not change within a process, and torch_xla's
+    # lookup parses the name with a regex each call (about 0.1 ms; once per recomputed region).
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     return str(xm.xla_device_hw(device))

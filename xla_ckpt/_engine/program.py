@@ -46,6 +46,24 @@ class Step:
     kwargs: Any
     draw: Optional["Draw"] = None  # a random op: the forward's RNG state around it
 
+    def __post_init__(self) -> None:
+        # The positional template split once into what never changes and the holes to fill per run: an
+        # op's arguments are mostly a flat tuple of tensors and numbers, and the recompute runs every
+        # step of every region each backward (a third of its host time went to walking templates).
+        self.base = list(self.args)
+        self.holes = [(i, a.ref) for i, a in enumerate(self.args) if type(a) is Arg]
+        self.nested = [(i, a) for i, a in enumerate(self.args) if type(a) is not Arg and _has_arg(a)]
+        self.static_kwargs = not _has_arg(self.kwargs)
+
+    def call_args(self, arg: Callable[[Ref], Any]) -> tuple[tuple, dict]:
+        """The step's arguments with each ``Arg`` replaced by its value (``arg(ref)``)."""
+        a = self.base.copy()
+        for i, ref in self.holes:
+            a[i] = arg(ref)
+        for i, tmpl in self.nested:
+            a[i] = _fill(tmpl, arg)
+        return tuple(a), (self.kwargs if self.static_kwargs else _fill(self.kwargs, arg))
+
 
 class Program:
     """The ops backward needs, in forward order, and where each saved tensor comes from."""
@@ -102,7 +120,8 @@ class Program:
                 barrier(list(fenced.values()) + [fence.zero])
             for step in self.steps:
                 if step.draw is None:
-                    out = step.func(*_fill(step.args, arg), **_fill(step.kwargs, arg))
+                    args, kwargs = step.call_args(arg)
+                    out = step.func(*args, **kwargs)
                 else:
                     out = _redraw(step, arg, records[step.ref[1]].module)
                     if fence is not None:
@@ -142,9 +161,21 @@ def _fill(x: Any, arg: Callable[[Ref], Any]) -> Any:
     return x
 
 
+def _has_arg(x: Any) -> bool:
+    """Whether a template holds an ``Arg`` anywhere (a container of numbers needs no filling)."""
+    tp = type(x)
+    if tp is Arg:
+        return True
+    if tp is tuple or tp is list:
+        return any(_has_arg(y) for y in x)
+    if tp is dict:
+        return any(_has_arg(y) for y in x.values())
+    return False
+
+
 def _redraw(step: Step, arg: Callable[[Ref], Any], module: str) -> Any:
     """A random op run from the forward's RNG state (see ``_ir.replay_state.Draw``)."""
-    args, kwargs = _fill(step.args, arg), _fill(step.kwargs, arg)
+    args, kwargs = step.call_args(arg)
     out, matched = step.draw.replay(lambda: step.func(*args, **kwargs))  # type: ignore[union-attr]
     if not matched:
         raise CheckpointError(
