@@ -36,9 +36,12 @@ HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 _FUZZ_COMMON = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
                     print_blob=True)
 # max_examples is the CPU fuzz's count; test_fuzz.py derives the XLA and verify counts from it.
-FUZZ_PROFILES = {"fast": 25, "full": 200}
+FUZZ_PROFILES = {"fast": 25, "full": 200, "hunt": 2000}
 for _name, _n in FUZZ_PROFILES.items():
-    settings.register_profile(_name, max_examples=_n, **_FUZZ_COMMON)
+    # ``hunt``: new programs on every run (not derandomized), for a search by hand, never in CI; a failure
+    # it finds prints its ``@reproduce_failure`` blob, and the class of failure goes into the generator.
+    _common = _FUZZ_COMMON if _name != "hunt" else {**_FUZZ_COMMON, "derandomize": False}
+    settings.register_profile(_name, max_examples=_n, **_common)
 FUZZ = os.environ.get("XLA_CKPT_FUZZ", "fast")
 if FUZZ not in FUZZ_PROFILES:
     raise pytest.UsageError(f"XLA_CKPT_FUZZ={FUZZ!r}: expected one of {sorted(FUZZ_PROFILES)}")
