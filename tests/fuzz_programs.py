@@ -65,8 +65,10 @@ MENU: list[tuple[str, int, int]] = [
 # BatchNorm (momentum 0.1, and the cumulative average that reads the count it just advanced), a
 # module counting its calls in a buffer it reads. ``run`` compares every hook record (each call, its
 # values) and every buffer after backward, and a global forward hook records each module call.
-MENU += [("module", 1, 5)]
-MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting")
+# "written": a forward hook that writes its module's output in place and returns None (the replay skipped
+# the write and the grads were silently wrong); with ``inplace_last`` fn writes a hook's result in place.
+MENU += [("module", 1, 6)]
+MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written")
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
@@ -272,6 +274,7 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
     mods: dict[str, torch.nn.Module] = {
         "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
+        "written": torch.nn.Linear(N, N),
     }
     with torch.no_grad():
         for m in mods.values():
@@ -286,6 +289,12 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
         return out * 0.5 + 0.25
 
     mods["shifted"].register_forward_hook(shift)
+
+    def write(m: Any, args: Any, out: torch.Tensor) -> None:
+        log.append(out.detach().sum())
+        out.mul_(0.5)
+
+    mods["written"].register_forward_hook(write)
     return mods
 
 

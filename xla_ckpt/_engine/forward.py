@@ -19,11 +19,13 @@ from typing import Any, Callable, Iterator, Optional, Protocol
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
 from xla_ckpt._engine.direct import Recorder
+from xla_ckpt._engine.hook_values import HookValue, hook_writes
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
@@ -33,7 +35,7 @@ from xla_ckpt._ir.record import OpInfo, Record, arg_scan, draws, op_info, out_sc
 from xla_ckpt._ir.replay_state import Draw, draw_source
 from xla_ckpt._policy.plan import plans
 
-__all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen"]
+__all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen", "engine_off"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
 FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
@@ -68,7 +70,7 @@ def detach_unseen(t: torch.Tensor, owner: Any) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def _engine_off(owner: Any) -> Iterator[None]:
+def engine_off(owner: Any) -> Iterator[None]:
     """``owner``'s forward mode does not see the block's ops (other modes on the stack still do).
 
     Taken off the stack when it is innermost (factory ops then get torch_xla's wrappers, as without
@@ -210,12 +212,24 @@ class Forward:
             for t in tensors(cached):
                 self.cache_keys[buffer_key(t)] = pos
 
-    def user_hook(self, hook: Any, args: tuple) -> Any:
+    def user_hook(self, hook: Any, args: tuple, forward: bool) -> Any:
         """A user's module hook inside the region (``_hooks.user_hooks``): it runs as without the library,
-        once; what it returns is kept for the replay, which does not call it again."""
-        with _saved.outside_region(), _engine_off(self):
+        once; what it returns is kept for the replay, which does not call it again.
+
+        ``forward``: a forward hook (its last argument is the module's output), else a pre-hook. A hook
+        that writes its arguments in place does what the replay cannot repeat (``hook_writes``).
+        """
+        with _saved.outside_region(), engine_off(self):
+            before = [(t, t._version) for t in tensors(args[1:])]
             result = hook(*args)
-            self.state.hook_ran(hook, args[0] if args else None, result)  # its detached aliases are not fn's ops either
+            written = [t for t, v in before if t._version != v]
+            if written:
+                result = hook_writes(hook, args, result, written, forward)
+                self.hook_wrote(written)
+            # What is kept of it (``hook_values``) is made here too: not fn's ops either.
+            kept = None if result is None else tree_map(
+                lambda t: self.hook_value(t) if isinstance(t, torch.Tensor) else t, result)
+            self.state.hook_ran(hook, args[0] if args else None, kept)
         return result
 
     # -- what autograd saves ----------------------------------------------------------------------
@@ -246,6 +260,13 @@ class Forward:
     def _early_out(self, t: torch.Tensor) -> torch.Tensor:
         """A saved tensor fn unpacks during its own forward."""
         raise NotImplementedError
+
+    def hook_value(self, t: torch.Tensor) -> HookValue:
+        """What the region keeps of a tensor a user hook returned (``hook_values``)."""
+        raise NotImplementedError
+
+    def hook_wrote(self, written: list[torch.Tensor]) -> None:
+        """A user hook wrote these region values in place, unseen by the mode (``hook_values.hook_writes``)."""
 
 
 class ForwardMode(TorchDispatchMode):

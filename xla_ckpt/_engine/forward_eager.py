@@ -13,6 +13,7 @@ import torch
 
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
+from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import Policy
 from xla_ckpt._ir.record import OpInfo, spec_of, tensors, written
@@ -28,6 +29,7 @@ class EagerForward(Forward):
     def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
         super().__init__(state, policy, owner)
         self.cache_keys = {}  # an in-place write to a kept output demotes it (``before_write``)
+        self.hook_keys: dict[Any, list[HookValue]] = {}  # a user hook's results, by buffer (``before_write``)
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         return func(*args, **kwargs)
@@ -45,6 +47,27 @@ class EagerForward(Forward):
     def _early_out(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
+    def hook_wrote(self, written: list[torch.Tensor]) -> None:
+        # From now on these buffers hold the hook's values, which the replay hands back as the hook's
+        # result: the op that made one is recomputed (demoted) and never keeps the written value as its
+        # own output (``retain``'s promotion): its recomputed output is the value before the hook.
+        state, producer = self.state, self.flow.producer
+        for t in written:
+            key = buffer_key(t)
+            pos = self.cache_keys.pop(key, None)
+            if pos is not None and pos in state.cache:
+                state.demote(pos)
+            if self.pending is not None and any(buffer_key(o) == key for o in tensors(self.pending[0].out)):
+                self.pending_written = True
+            p = producer.get(key, -1)
+            if p >= 0:
+                state.hook_wrote(p)
+
+    def hook_value(self, t: torch.Tensor) -> HookValue:
+        hv = HookValue(t, t.detach())  # an alias, copied only if fn writes it (``before_write``)
+        self.hook_keys.setdefault(buffer_key(t), []).append(hv)
+        return hv
+
     def before_write(self, targets: list[torch.Tensor], declared: bool = True) -> None:
         """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
 
@@ -54,8 +77,12 @@ class EagerForward(Forward):
         """
         state = self.state
         producer = self.flow.producer
+        hook_keys = self.hook_keys
         for t in targets:
             key = buffer_key(t)
+            if hook_keys and key in hook_keys:
+                for hv in hook_keys[key]:
+                    hv.before_write()  # a hook's result: the replay hands out the value it returned
             if key not in producer:  # from outside the region: a module buffer, a closure
                 # The tensor itself: a detached alias made here (below autograd) has a version
                 # counter of its own, and the replay must leave the caller's unchanged.

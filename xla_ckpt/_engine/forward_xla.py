@@ -17,6 +17,7 @@ from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.direct import Recorder, direct_replay
 from xla_ckpt._engine.forward import FRESH, Forward, Slot, _Unpacks
+from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.outside import by_buffer, owner_module
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import Policy
@@ -33,6 +34,7 @@ class XlaForward(Forward):
         super().__init__(state, policy, owner)
         if not state.verify and direct_replay():
             self.recorder = Recorder()
+        self.hook_keys: set[Any] = set()  # buffers of what user hooks returned (``hook_value``)
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         if info.propagate:
@@ -58,11 +60,17 @@ class XlaForward(Forward):
     def _early_out(self, t: torch.Tensor) -> torch.Tensor:
         return t.detach()
 
+    def hook_value(self, t: torch.Tensor) -> HookValue:
+        # The value below functionalization: an in-place write makes a new one there, this one stays.
+        value = torch._from_functional_tensor(t) if torch._is_functional_tensor(t) else t.detach()
+        self.hook_keys.add(buffer_key(value))  # fn may write it: a value of the region, not an outside tensor
+        return HookValue(t, value)
+
     def on_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
         # XLA tensors are immutable underneath: the old value is the input's value before the write.
         key = buffer_key(old)
-        if key not in self.flow.producer:
+        if key not in self.flow.producer and self.flow.outside_base.get(key, key) not in self.hook_keys:
             # From outside the region: the mode sees no version-carrying tensor, so the module's own
             # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
             # running module or the checkpointed one; None for any other (a closure).

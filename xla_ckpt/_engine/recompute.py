@@ -24,7 +24,8 @@ from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
 from xla_ckpt._engine.replay import ReplayMode
 from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
-from xla_ckpt._engine.forward import detach_unseen
+from xla_ckpt._engine.forward import detach_unseen, engine_off
+from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.state import Absent, RegionState
 
 __all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
@@ -156,7 +157,11 @@ class Recomputation:
             h, m, result = results[j]
             if h is hook and m is module:
                 self.hooks = j + 1
-                return result
+                if result is None:
+                    return None
+                start, hidden = self.state.backward.start, lambda: engine_off(self)
+                return tree_map(lambda v: v.stand_in(start, hidden, hook, module) if isinstance(v, HookValue) else v,
+                                result)
         return None
 
     def run(self) -> list[Any]:

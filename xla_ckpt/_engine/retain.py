@@ -154,7 +154,8 @@ def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], sav
     candidates: dict[int, int] = {}
     for j, p in enumerate(flow.packed):
         rec = region.records[p] if p >= 0 else None
-        if rec is None or p not in lv.live or p in candidates or j in region.dirty or rec.info.mutable:
+        if rec is None or p not in lv.live or p in candidates or j in region.dirty or rec.info.mutable \
+                or p in region.hook_written:
             continue
         if rec.spec is None or not isinstance(rec.spec[0], torch.Size):
             continue  # single-tensor outputs only

@@ -86,12 +86,6 @@ def _detached(out: Any) -> Any:
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
 
 
-def _leaf_like(t: Any) -> Any:
-    if not isinstance(t, torch.Tensor):
-        return t
-    return t.detach().requires_grad_(t.requires_grad)
-
-
 class RegionState:
     """One checkpointed call's inputs, decisions, kept outputs and bookkeeping (see the module docstring).
 
@@ -135,6 +129,7 @@ class RegionState:
         # What each user module hook returned in the forward, in call order: the replay hands these
         # out instead of calling the hooks again (``_hooks.user_hooks``).
         self.hook_results: list[tuple[Any, Any, Any]] = []
+        self.hook_written: set[int] = set()  # positions whose output a user hook wrote in place (eager)
         # Tensors from outside the region that fn writes in place (a norm's running statistics, a
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
         # those values and leaves the tensors as it found them (``recompute.outside_writes``).
@@ -235,9 +230,13 @@ class RegionState:
 
     def hook_ran(self, hook: Any, module: Any, result: Any) -> None:
         """User hook ``hook`` of ``module`` returned ``result`` in the forward (None, or new inputs / a new output)."""
-        # Detached aliases (no copy, no cycle through the graph) that need grad as the forward's did:
-        # the replay's ops then save for backward what the forward's saved.
-        self.hook_results.append((hook, module, None if result is None else tree_map(_leaf_like, result)))
+        # Tensors in it are ``HookValue``s (``hook_values``): the replay's stand-ins need grad as the forward's
+        # did, so its ops save for backward what the forward's saved.
+        self.hook_results.append((hook, module, result))
+
+    def hook_wrote(self, pos: int) -> None:
+        """A user hook wrote position ``pos``'s output in place: its value is the hook's, not the op's."""
+        self.hook_written.add(pos)
 
     def pack(self, t: torch.Tensor, key: Any) -> int:
         """Autograd saved ``t`` (buffer ``key``) in the forward: its slot index (versions are checked at unpack)."""

@@ -46,17 +46,18 @@ _users = 0
 class Guard:
     """One user hook, called through the thread's checkpoint state (see the module docstring)."""
 
-    __slots__ = ("hook",)
+    __slots__ = ("hook", "forward")
 
-    def __init__(self, hook: Callable[..., Any]) -> None:
+    def __init__(self, hook: Callable[..., Any], forward: bool) -> None:
         self.hook = hook
+        self.forward = forward  # a forward hook (module, inputs[, kwargs], output), else a pre-hook
 
     def __call__(self, *args: Any) -> Any:
         st = _saved.state
         if st.recompute is not None:
             return st.recompute.user_hook(self.hook, args)
         if st.region is not None:
-            return st.region.user_hook(self.hook, args)
+            return st.region.user_hook(self.hook, args, self.forward)
         return self.hook(*args)
 
 
@@ -90,15 +91,15 @@ def _own(hook: Any) -> bool:
     return any(hook is h for h in OWN_HOOKS)  # by identity: a user's hook object may be unhashable
 
 
-def _guard(hooks: "OrderedDict[int, Any]", swapped: list) -> None:
+def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool) -> None:
     for key, hook in hooks.items():
         if type(hook) is Guard or _own(hook) or _infrastructure(hook):
             continue
-        hooks[key] = Guard(hook)
+        hooks[key] = Guard(hook, forward)
         swapped.append((hooks, key, hook))
 
 
-_GLOBALS = ("_global_forward_pre_hooks", "_global_forward_hooks")
+_GLOBALS = (("_global_forward_pre_hooks", False), ("_global_forward_hooks", True))
 
 
 def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -107,13 +108,13 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         return _ORIGINAL_CALL(self, *args, **kwargs)
     swapped: list = []
     if self._forward_pre_hooks:
-        _guard(self._forward_pre_hooks, swapped)
+        _guard(self._forward_pre_hooks, swapped, False)
     if self._forward_hooks:
-        _guard(self._forward_hooks, swapped)
-    for name in _GLOBALS:
+        _guard(self._forward_hooks, swapped, True)
+    for name, forward in _GLOBALS:
         hooks = getattr(_module_mod, name)
         if hooks and not all(_own(h) or type(h) is Guard for h in hooks.values()):
-            _guard(hooks, swapped)
+            _guard(hooks, swapped, forward)
     if not swapped:
         return _ORIGINAL_CALL(self, *args, **kwargs)
     try:
