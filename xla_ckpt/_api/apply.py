@@ -68,8 +68,8 @@ class ApplyReport:
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
         if self.corrected_outside:
             n = len(self.corrected_outside)  # names in the field: an unwrapped block's layers would make a long line
-            lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the checkpointed "
-                         "ones keep on XLA what they keep on CPU")
+            lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the "
+                         "checkpointed ones corrected (on XLA they keep what CPU keeps)")
         return "\n".join(lines)
 
 

@@ -78,7 +78,7 @@ def test_apply_corrects_only_outside_and_off_xla_runs_the_stock_forward():
     ref = model(idx, idx)
     report = xla_ckpt.apply(model, "full")
     assert report.corrected_outside == _corrected(model) == ["ln_f", "lm_head"]
-    assert "correct_outside: 2 nn.Linear / nn.LayerNorm modules" in str(report)
+    assert "correct_outside: 2 nn.Linear / nn.LayerNorm modules outside the checkpointed ones corrected" in str(report)
     assert model.lm_head.forward.__func__ is nn.Linear.forward and model.lm_head.forward.__self__ is model.lm_head
     assert torch.equal(model(idx, idx), ref)  # on CPU the stock op runs
     for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
@@ -86,7 +86,8 @@ def test_apply_corrects_only_outside_and_off_xla_runs_the_stock_forward():
     assert xla_ckpt.apply(model, "full").corrected_outside == ["ln_f", "lm_head"]  # applied again: the same
     xla_ckpt.apply(model, "none")  # nothing checkpointed: the model is stock again
     assert _corrected(model) == [] and not any("forward" in m.__dict__ for m in model.modules())
-    off = xla_ckpt.load_config({"correct_outside": False, "checkpoint": [{"blocks": True, "policy": "nothing_saveable"}]})
+    off = xla_ckpt.load_config({"correct_outside": False,
+                                "checkpoint": [{"blocks": True, "policy": "nothing_saveable"}]})
     assert xla_ckpt.apply(model, off).corrected_outside == [] and _corrected(model) == []
     assert "correct_outside = false" in to_toml(off) and xla_ckpt.load_config(config_data(off)) == off
     assert xla_ckpt.load_config({"checkpoint": []}).correct_outside  # on by default
