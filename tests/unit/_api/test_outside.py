@@ -45,10 +45,12 @@ def _corrected(model: nn.Module) -> list[str]:
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("preset", ["full", "megatron_selective"])
-def test_on_xla_the_gpt_keeps_what_it_keeps_on_cpu(xla_device, preset):
+def test_on_xla_the_gpt_keeps_what_it_keeps_on_cpu(xla_device):
     """XLA's bytes: CPU's, but for the targets' int64 view (its own buffer on XLA, 8 bytes a token);
-    ``correct_outside = false`` shows what is gone; loss and every grad equal the plain model's."""
+    ``correct_outside = false`` shows what is gone; loss and every grad equal the plain model's. ``full``,
+    whose small total made the 3 MiB outside the blocks miss issue 31's 1.05x (``megatron_selective``
+    gains the same bytes: bench/dropout.py's rows)."""
+    preset = "full"
     base = _gpt()
     cpu = copy.deepcopy(base)
     xla_ckpt.apply(cpu, preset)
