@@ -16,6 +16,7 @@ from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
 from xla_ckpt._api import scan_hf as _scan_hf
+from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 
@@ -39,7 +40,9 @@ class ApplyReport:
     ``blocks_left_out``: what ``blocks = true`` left out, each with why (:func:`xla_ckpt.find_blocks`);
     ``own_checkpointing_off``: the modules whose own checkpointing flag (Hugging Face's or diffusers'
     ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off; ``scanned``: the
-    decoder stack that runs as one scan (``scan = true``), described, or "".
+    decoder stack that runs as one scan (``scan = true``), described, or "";
+    ``corrected_outside``: the ``nn.Linear`` / ``nn.LayerNorm`` modules outside the checkpointed ones
+    that keep on XLA what they keep on CPU (``correct_outside``, on by default: :mod:`xla_ckpt._api.outside`).
     """
 
     wrapped: list[Wrapped] = field(default_factory=list)
@@ -51,6 +54,7 @@ class ApplyReport:
     weights_by_reference: bool = False
     source: str = ""
     scanned: str = ""
+    corrected_outside: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"plan from {self.source}: {len(self.wrapped)} modules checkpointed"]
@@ -62,6 +66,10 @@ class ApplyReport:
         if self.scanned:
             lines.append(f"  scanned: {self.scanned}")
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
+        if self.corrected_outside:
+            n = len(self.corrected_outside)  # names in the field: an unwrapped block's layers would make a long line
+            lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the "
+                         "checkpointed ones corrected (on XLA they keep what CPU keeps)")
         return "\n".join(lines)
 
 
@@ -95,6 +103,9 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     Applying again to the same model replaces what the earlier ``apply`` did (its wrappers, its
     ``patch_linear``, its root forward): ``apply(model, "none")`` undoes it, the same config is a no-op.
     ``model.forward``'s signature is kept (HF ``Trainer`` filters dataset columns by it).
+    When something is checkpointed, the stock ``nn.Linear`` and ``nn.LayerNorm`` modules outside it keep
+    on XLA what they keep on CPU (no transposed weight copy, no normalized copy of the input; the same
+    values and grads; ``correct_outside = false`` in the config leaves them stock).
     With ``scan``, the per-call arguments (mask, positions, rotary embeddings) pass once to the scan;
     layers that differ (sliding and global attention) are an error naming why; off XLA (or under
     ``torch.compile``) the layers run one by one as without scan; ``state_dict`` keys are unchanged.
@@ -155,11 +166,14 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
     if stack is not None:
         _scan_hf.install(model, *stack)
+    if cfg.correct_outside and final:  # nothing checkpointed (the "none" preset): the model stays stock
+        report.corrected_outside = correct_outside(model, [n for n, _, _ in final])
     by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
         # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).
         hook_by_reference(model)
-    _Applied.record(model, {n: m for n, m, _ in final}, cfg.patch_linear, by_reference)
+    _Applied.record(model, {n: m for n, m, _ in final}, cfg.patch_linear, by_reference,
+                    bool(report.corrected_outside))
     why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
         warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}", UserWarning,
@@ -181,11 +195,13 @@ class _Applied:
     policies: dict[str, Any] = field(default_factory=dict)
     patch_linear: bool = False
     by_reference: bool = False
+    outside: bool = False
 
     @staticmethod
-    def record(model: nn.Module, wrapped: dict[str, nn.Module], linear: bool, by_reference: bool) -> None:
+    def record(model: nn.Module, wrapped: dict[str, nn.Module], linear: bool, by_reference: bool,
+               outside: bool) -> None:
         policies = {n: checkpoint_policy(m) for n, m in wrapped.items()}
-        model.__dict__[_APPLIED] = _Applied(dict(wrapped), policies, linear, by_reference)
+        model.__dict__[_APPLIED] = _Applied(dict(wrapped), policies, linear, by_reference, outside)
 
     def owned(self) -> dict[int, nn.Module]:
         """The modules that still carry the instance wrapper this apply gave them, by ``id``."""
@@ -194,9 +210,12 @@ class _Applied:
                 and checkpoint_policy(m) == self.policies[n]}
 
     def undo(self, model: nn.Module) -> None:
-        """Undo in reverse order: the root's by-reference hooks, the wrappers (a patched Linear's sits on its patch), the patch."""
+        """Undo in reverse order: the root's by-reference hooks, the outside corrections, the wrappers (a patched
+        Linear's sits on its patch), the patch."""
         if self.by_reference:
             unhook_by_reference(model)
+        if self.outside:
+            uncorrect_outside(model)
         _scan_hf.uninstall(model)
         for m in self.owned().values():
             uncheckpointed(m)

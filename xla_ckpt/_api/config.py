@@ -67,11 +67,14 @@ class Rule:
 
 @dataclass(frozen=True)
 class Config:
-    """Ordered rules (later ones override earlier ones) and the two library switches."""
+    """Ordered rules (later ones override earlier ones) and the library switches."""
 
     checkpoint: tuple[Rule, ...] = ()
     patch_linear: bool = False
     weights_by_reference: bool = False
+    # On XLA, the nn.Linear / nn.LayerNorm modules outside the checkpointed ones keep what they keep on CPU
+    # (the weight, not a transposed copy; the input, not also its normalized copy): _api/outside.py, issue 31.
+    correct_outside: bool = True
     verify: bool = False  # every wrapped module recomputes its saved outputs too and compares (checkpoint verify=)
     scan: bool = False  # the HF decoder stack runs as one torch_xla scan, its body marked by the blocks' policy
     description: str = ""
@@ -155,8 +158,8 @@ class _Parser:
         return value
 
     def config(self, data: Any) -> Config:
-        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "verify", "scan",
-                                     "description"})
+        d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "correct_outside",
+                                     "verify", "scan", "description"})
         rules = d.get("checkpoint", [])
         if not isinstance(rules, list):
             raise self.fail("checkpoint", f"expected a list of rules ([[checkpoint]] tables), got {rules!r}")
@@ -167,6 +170,7 @@ class _Parser:
             checkpoint=tuple(self.rule(r, f"checkpoint[{i}]") for i, r in enumerate(rules)),
             patch_linear=self.boolean(d.get("patch_linear", False), "patch_linear"),
             weights_by_reference=self.boolean(d.get("weights_by_reference", False), "weights_by_reference"),
+            correct_outside=self.boolean(d.get("correct_outside", True), "correct_outside"),
             verify=self.boolean(d.get("verify", False), "verify"),
             scan=self.boolean(d.get("scan", False), "scan"),
             description=desc,

@@ -62,6 +62,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
     for switch in ("patch_linear", "weights_by_reference", "verify", "scan"):
         if getattr(cfg, switch):
             out[switch] = True
+    if not cfg.correct_outside:  # on by default
+        out["correct_outside"] = False
     out["checkpoint"] = [_rule_data(r) for r in cfg.checkpoint]
     return out
 

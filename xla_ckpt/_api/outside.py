@@ -1,0 +1,106 @@
+"""Outside the checkpointed modules, on XLA: ``nn.Linear`` and ``nn.LayerNorm`` keep for backward what they keep on CPU.
+
+A checkpointed region decides itself what it keeps; the modules ``apply`` leaves unwrapped (an LM head,
+a final norm, an embedding projection) run as stock PyTorch/XLA, which keeps more than CPU does:
+
+- ``nn.Linear``: ``F.linear`` lowers to ``t_copy`` + ``addmm`` and autograd keeps the transposed copy
+  of the weight, a buffer of its own (pytorch/xla#3811); :func:`xla_ckpt.linear` keeps the weight.
+- ``nn.LayerNorm``: the decomposition torch_xla runs keeps a view of the input and the normalized
+  ``x_hat`` (:mod:`xla_ckpt._hooks.layer_norm`); the corrected layer norm keeps the input.
+
+Both give the stock values and gradients (the same operations). Off XLA, under ``torch.compile``,
+``torch.func``, autocast (layer norm only) and inside a checkpoint region, the stock forward runs.
+Issue 31: the default GPT under ``full`` kept 3 MiB more on XLA than on CPU, all of it here.
+The patch is an instance-level ``forward`` as :func:`xla_ckpt.patch_linear`'s (``state_dict``, ``repr``
+and pickling unchanged); subclasses with a ``forward`` of their own are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+
+from xla_ckpt._base import compat as _compat
+from xla_ckpt._hooks import saved as _saved
+from xla_ckpt._hooks.layer_norm import layer_norm
+from xla_ckpt._hooks.linear import linear
+
+__all__ = ["correct_outside", "uncorrect_outside"]
+
+# The classes corrected, each with its stock forward (a subclass overriding it is left alone).
+_STOCK: dict[type, Callable[..., Any]] = {nn.Linear: nn.Linear.forward, nn.LayerNorm: nn.LayerNorm.forward}
+
+
+def _corrected_here(x: Any) -> bool:
+    """True where the stock op keeps more than CPU's and the corrected one may run."""
+    if not isinstance(x, torch.Tensor) or x.device.type != "xla":
+        return False
+    if _compat.is_compiling() or _compat.func_transform() is not None:
+        return False  # a compiled graph decides what it saves; torch.func keeps its own levels
+    st = _saved.state
+    return st.region is None and st.recompute is None  # a region decides what it keeps, op by op
+
+
+class _OutsideForward:
+    """Instance-level ``forward`` of a corrected module (picklable and deep-copyable with it)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    # Method-like, as the checkpoint wrapper's: FSDP wrappers inspect ``module.forward.__func__``.
+    @property
+    def __self__(self) -> nn.Module:
+        return self.module
+
+    @property
+    def __func__(self) -> Callable[..., Any]:
+        return type(self.module).forward
+
+    def __call__(self, input: torch.Tensor) -> torch.Tensor:
+        m = self.module
+        if _corrected_here(input):
+            if isinstance(m, nn.Linear):
+                return linear(input, m.weight, m.bias)
+            if not torch.is_autocast_enabled("xla"):  # autocast's own casts: the stock op, not re-derived here
+                return layer_norm(input, m.normalized_shape, m.weight, m.bias, m.eps)
+        return type(m).forward(m, input)
+
+
+def _eligible(m: nn.Module) -> bool:
+    return any(isinstance(m, c) and type(m).forward is f for c, f in _STOCK.items())
+
+
+def correct_outside(model: nn.Module, inside: Iterable[str]) -> list[str]:
+    """Correct every stock ``nn.Linear`` / ``nn.LayerNorm`` of ``model`` not in or below a name of ``inside``.
+
+    Args:
+        model: the root module.
+        inside: the qualified names of the checkpointed modules ("" is the root: nothing is outside).
+
+    Returns the names of the modules corrected. Modules that already have an instance-level
+    ``forward`` (``patch_linear``'s, a user's) are left as they are.
+
+    Example:
+        >>> correct_outside(model, ["layers.0", "layers.1"])
+        ['ln_f', 'lm_head']
+    """
+    names = set(inside)
+    if "" in names:
+        return []
+    prefixes = tuple(n + "." for n in names)
+    done = []
+    for name, m in model.named_modules():
+        if name in names or name.startswith(prefixes) or not _eligible(m) or "forward" in m.__dict__:
+            continue
+        m.forward = _OutsideForward(m)  # type: ignore[method-assign]
+        done.append(name)
+    return done
+
+
+def uncorrect_outside(model: nn.Module) -> None:
+    """Undo :func:`correct_outside` on every module of ``model``; a no-op where nothing was corrected."""
+    for m in model.modules():
+        if isinstance(m.__dict__.get("forward"), _OutsideForward):
+            del m.__dict__["forward"]
