@@ -62,15 +62,16 @@ def main() -> None:
             for policy, formula in POLICIES.items():
                 got, flops = per_layer(policy, attention, device)
                 ref = paper(policy, sh["s"], sh["b"], sh["h"], sh["a"])
-                rows.append(dict(device=device, attention=attention, policy=policy, formula=formula, paper=ref, estimate=got,
-                                 ratio=got / ref, estimate_sbh=got / sbh, recompute_flops=flops))
+                rows.append(dict(device=device, attention=attention, policy=policy, formula=formula, paper=ref,
+                                 estimate=got, ratio=got / ref, estimate_sbh=got / sbh, recompute_flops=flops))
     print(f"GPT-2 shape: h {sh['h']}, a {sh['a']}, s {sh['s']}, b {sh['b']}, bf16; 5as/h = "
           f"{5 * sh['a'] * sh['s'] / sh['h']:g}; one layer, bytes")
     print("| device | kernel | policy | paper | paper bytes | estimate | estimate / sbh | estimate / paper | "
           "recompute FLOPs |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['device']} | {r['attention']} | {r['policy']} | {r['formula']} | {r['paper']:,} | {r['estimate']:,} | "
+        print(f"| {r['device']} | {r['attention']} | {r['policy']} | {r['formula']} | {r['paper']:,} | "
+              f"{r['estimate']:,} | "
               f"{r['estimate_sbh']:.2f} | {r['ratio']:.4f} | {r['recompute_flops']:,} |")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:

@@ -98,7 +98,10 @@ def test_cuda_differs_from_cpu_by_exactly_masks_and_statistics() -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("how", [{"is_causal": True}, {"mask": True}, {"enable_gqa": True}], ids=str)
 def test_sdpa_math_replica_is_torchs_on_cpu(dtype: str, how: dict) -> None:
-    """The Python math SDPA ``device="cuda"`` runs is torch's, op for op: with CPU's dropout it keeps what torch keeps."""
+    """The Python math SDPA ``device="cuda"`` runs is torch's, op for op.
+
+    With CPU's dropout it keeps what torch's math SDPA keeps on CPU, op by op and byte for byte.
+    """
     dt = DTYPES[dtype]
     g = torch.Generator().manual_seed(0)
     kv_heads = 2 if how.get("enable_gqa") else 4
@@ -123,3 +126,9 @@ def test_bad_device_raises_before_anything() -> None:
     model, args, _ = gpt(torch.float32)
     with pytest.raises(ValueError, match=r"estimate: device='gpu'; allowed: 'cpu', 'xla', 'tpu', 'cuda'"):
         xla_ckpt.estimate(model, *args, device="gpu")
+
+
+def test_tpu_is_modelled_as_xla() -> None:
+    model, args, kwargs = gpt2(torch.bfloat16)
+    assert (xla_ckpt.estimate(model, *args, config="megatron_selective", device="tpu", **kwargs)
+            == xla_ckpt.estimate(model, *args, config="megatron_selective", device="xla", **kwargs))
