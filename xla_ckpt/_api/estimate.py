@@ -21,10 +21,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
 from xla_ckpt._api.attention import FusedAttention, check_attention
+from xla_ckpt._api.device_forms import DeviceForms, check_device
 from xla_ckpt._base.compat import backward_keeping_function_modes
 from xla_ckpt._api.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
-from xla_ckpt._hooks.report import saved_activations
+from xla_ckpt._hooks.report import SavedReport, recording
 from xla_ckpt._api.wrap import checkpointed
 from xla_ckpt._policy.registry import resolve
 
@@ -120,7 +121,7 @@ def _backward_roots(out: Any) -> list[torch.Tensor]:
 
 
 def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = None, attention: str = "math",
-             **kwargs: Any) -> Estimate:
+             device: str = "cpu", **kwargs: Any) -> Estimate:
     """Activation bytes and FLOPs of one training step of ``model(*args, **kwargs)``, on the meta device.
 
     Args:
@@ -133,10 +134,13 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         attention: the kernel ``F.scaled_dot_product_attention`` is modelled as: ``"math"`` (the
             default: the probabilities kept, fp32 for bf16, as XLA lowers it) or ``"flash"`` (a fused
             kernel: Q, K, V, output and log-sum-exp kept; docs/estimate.md).
+        device: whose kernels' forms are kept where devices differ (dropout's noise or mask, LayerNorm's
+            statistics; ``xla_ckpt._api.device_forms``): ``"cpu"`` (the default), ``"xla"`` (PyTorch/XLA's
+            ledger), both measured; ``"cuda"`` and ``"tpu"`` (as ``"xla"``) modelled.
 
-    ``activation_bytes`` equals ``saved_activations().nbytes`` of the same step on an eager device
-    (CPU, CUDA); ``recompute_flops`` equals the extra backward FLOPs ``FlopCounterMode`` counts.
-    XLA keeps what it keeps after fusion: see docs/estimate.md for the measured band.
+    ``activation_bytes`` equals ``saved_activations().nbytes`` of the same step on ``device`` (measured
+    for CPU and XLA:CPU); ``recompute_flops`` equals the extra backward FLOPs ``FlopCounterMode`` counts.
+    What XLA's compiler then keeps after fusion differs again: see docs/estimate.md for the measured band.
 
     Example:
         >>> with torch.device("meta"):
@@ -150,6 +154,7 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         raise ValueError("xla_ckpt.estimate: give config= or policy=, not both (a policy alone goes on every block)")
     pol = resolve(policy) if policy is not None else None  # bad names raise here, before any copy
     check_attention(attention, "xla_ckpt.estimate")
+    check_device(device, "xla_ckpt.estimate")
     shadow = meta_copy(model)
     if config is not None:
         import warnings  # noqa: PLC0415
@@ -176,8 +181,10 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
     counter = _Flops()
     fused = FusedAttention() if attention == "flash" else contextlib.nullcontext()
     # Both modes hold for the backward too: the engine's replay runs the forward's ops again there.
-    with torch.enable_grad(), known, fused:
-        with saved_activations() as report, counter:
+    # The device's forms outside the fused-attention mode, so that mode sees SDPA first.
+    with torch.enable_grad(), known, DeviceForms(device), fused:
+        # XLA's ledger: every tensor its own buffer (views, a weight's transpose), as report.py says.
+        with recording(SavedReport(per_tensor=device in ("xla", "tpu"))) as report, counter:
             try:
                 out = shadow(*args, **kwargs)
             except (RuntimeError, NotImplementedError) as e:

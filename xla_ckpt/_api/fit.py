@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from xla_ckpt._api.attention import ATTENTION, check_attention
+from xla_ckpt._api.device_forms import DEVICES, check_device
 from xla_ckpt._api.chips import CHIPS, GIB
 from xla_ckpt._api.config import Config
 from xla_ckpt._api.config_dump import config_data
@@ -74,6 +75,7 @@ class FitReport:
     band: Optional[tuple[float, float]]
     reserve: float
     attention: str = "math"  # the attention kernel the activations are estimated with (estimate's attention=)
+    device: str = "cpu"  # whose dropout / LayerNorm forms the activations are estimated with (estimate's device=)
     rows: list[FitRow] = field(default_factory=list)
     # The config of the least-recompute row that fits (``apply(model, report.recommended)``), and its label.
     recommended: Optional[Config] = None
@@ -105,6 +107,9 @@ class FitReport:
                          f"XLA:CPU band {self.band[0]:.2f}-{self.band[1]:.2f}, docs/estimate.md)")
         lines.append(f"attention: {self.attention}, {ATTENTION[self.attention]}" + (
             " (the default; --attention flash / attention='flash' for a fused kernel)" if self.attention == "math" else ""))
+        lines.append(f"device forms: {self.device}, {DEVICES[self.device]}" + (
+            " (the default for this chip: cuda on a GPU chip; cpu, the forms the XLA band was measured against, "
+            "otherwise; --device / device= to change)" if self.device == _default_device(self.chip) else ""))
         lines.append(f"usable HBM {g(usable)} ({self.reserve:.0%} reserved for the runtime and fragmentation)")
         lines.append("activations: kept for backward; working: one block's recompute in its backward; charged: "
                      "their sum" + (" x the XLA band" if self.band else ""))
@@ -196,10 +201,16 @@ def _recommendation(report: FitReport, row: FitRow) -> Config:
     return dataclasses.replace(row.config, description=desc, source=f"fit ({row.policy})")
 
 
+def _default_device(chip: Optional[str]) -> str:
+    """``cuda`` on a GPU chip; ``cpu`` otherwise (XLA chips: the forms ``XLA_BAND`` was measured against)."""
+    return "cuda" if chip in CHIPS and not CHIPS[chip].xla else "cpu"
+
+
 def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, batch: int = 1, chips: int = 1,
         chip: Optional[str] = None, hbm_gib: Optional[float] = None, param_dtype: str = "bf16",
         optim_dtype: str = "fp32", fsdp: Optional[int] = None, budgets: Sequence[float] = DEFAULT_BUDGETS,
-        reserve: float = 0.05, xla: Optional[bool] = None, attention: str = "math") -> FitReport:
+        reserve: float = 0.05, xla: Optional[bool] = None, attention: str = "math",
+        device: Optional[str] = None) -> FitReport:
     """Per-chip memory of training ``config`` under every preset and budget; the least-recompute fit.
 
     Args:
@@ -212,6 +223,8 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         reserve: fraction of HBM kept free for the runtime. xla: apply the XLA band (default: the chip's kind).
         attention: ``"math"`` (default: SDPA as XLA lowers it, the probabilities kept) or ``"flash"`` (a fused
             kernel: Q, K, V, output and log-sum-exp kept); see ``xla_ckpt.estimate``.
+        device: the dropout / LayerNorm forms estimated (``xla_ckpt.estimate``'s ``device=``); default
+            ``"cuda"`` on a GPU chip, else ``"cpu"`` (on XLA chips the band was measured against those forms).
 
     Example:
         >>> report = fit("llama3_70b.json", seq=8192, batch=1, chips=64, chip="v5p")
@@ -226,6 +239,7 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         if d not in DTYPES:
             raise ValueError(f"fit: {name}={d!r}; allowed: {', '.join(DTYPES)}")
     check_attention(attention, "fit")
+    device = check_device(_default_device(chip) if device is None else device, "fit")
     fsdp = chips if fsdp is None else fsdp
     if min(seq, batch, chips, fsdp) < 1 or chips % fsdp:
         raise ValueError(f"fit: seq, batch, chips, fsdp must be >= 1 and fsdp must divide chips; got "
@@ -252,12 +266,12 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         model=name, chip=chip or f"{hbm_gib:g} GiB", hbm_bytes=hbm, chips=chips, fsdp=fsdp, batch=batch, seq=seq,
         n_params=n_params, param_bytes=n_params * psize // fsdp, grad_bytes=n_params * psize // fsdp,
         optimizer_bytes=n_params * (2 * osize + master) // fsdp, gather_bytes=2 * block * psize if fsdp > 1 else 0,
-        band=band, reserve=reserve, attention=attention)
+        band=band, reserve=reserve, attention=attention, device=device)
     usable = int(hbm * (1 - reserve))
-    unchecked, _ = estimate_layers(build, n_layers, period, config="none", attention=attention)
+    unchecked, _ = estimate_layers(build, n_layers, period, config="none", attention=attention, device=device)
     for label, cfg in _policies(budgets):
         est, scaled = ((unchecked, True) if label == "none"
-                       else estimate_layers(build, n_layers, period, config=cfg, attention=attention))
+                       else estimate_layers(build, n_layers, period, config=cfg, attention=attention, device=device))
         working = recompute_working_bytes(est, unchecked, blocks)
         charged = int((est.activation_bytes + working) * (band[1] if band else 1.0))
         total = report.static_bytes + charged

@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from xla_ckpt._api.attention import ATTENTION
+from xla_ckpt._api.device_forms import DEVICES
 from xla_ckpt._api.chips import CHIPS
 from xla_ckpt._api.config_dump import to_toml
 from xla_ckpt._api.fit import DECODERS, DEFAULT_BUDGETS, DTYPES, arch_config, fit
@@ -52,6 +53,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--attention", choices=list(ATTENTION), default="math",
                    help="attention kernel the activations are estimated with: " + "; ".join(
                        f"{k}: {v}" for k, v in ATTENTION.items()) + " (default: math)")
+    p.add_argument("--device", choices=list(DEVICES), default=None,
+                   help="dropout / LayerNorm forms the activations are estimated with (default: cuda on a GPU "
+                   "chip, else cpu, the forms the XLA band was measured against): " + "; ".join(
+                       f"{k}: {v}" for k, v in DEVICES.items()))
     p.add_argument("--reserve", type=float, default=0.05, help="fraction of HBM kept free (default 0.05)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--write", metavar="PATH.toml", help="write the recommended config as TOML (what "
@@ -66,7 +71,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             a.arch, a.hidden, a.layers, a.heads, a.kv_heads, a.mlp, a.vocab, a.seq, a.head_dim)
         report = fit(config, seq=a.seq, batch=a.batch, chips=a.chips, chip=a.chip, hbm_gib=a.hbm_gib,
                      param_dtype=a.param_dtype, optim_dtype=a.optim_dtype, fsdp=a.fsdp, budgets=a.budgets,
-                     reserve=a.reserve, xla=True if a.xla else None, attention=a.attention)
+                     reserve=a.reserve, xla=True if a.xla else None, attention=a.attention,
+                     device=a.device)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from xla_ckpt._hooks.params import ParamSource
 from xla_ckpt._hooks.saved import ledger
 from xla_ckpt._hooks.tags import tag_of
 
-__all__ = ["SavedEntry", "SavedReport", "saved_activations"]
+__all__ = ["SavedEntry", "SavedReport", "recording", "saved_activations"]
 
 # The ``grad_fn`` of a tensor a torch.compile-d module's graph saved (one autograd node for the whole
 # graph: which op inside produced it is not visible to saved-tensor hooks).
@@ -54,10 +54,21 @@ class SavedReport:
     anyway); a copy derived from a parameter counts unless it *is* the parameter's memory (an eager
     view). Values a policy offloaded (``Decision.OFFLOAD``) are entries of kind ``"offloaded"``
     (their host copies), counted in ``host_nbytes`` and not in ``nbytes``.
+
+    ``per_tensor`` (``xla_ckpt.estimate(device="xla")``) counts meta tensors as XLA does: every tensor
+    its own buffer of its shape's bytes (a view, a parameter's transpose included), not its storage.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, per_tensor: bool = False) -> None:
         self.entries: list[SavedEntry] = []
+        self.per_tensor = per_tensor
+        self._alive: list[torch.Tensor] = []  # per_tensor keys are TensorImpl addresses: never reused while held
+
+    def _key(self, t: torch.Tensor) -> Hashable:
+        if self.per_tensor and t.is_meta:
+            self._alive.append(t)
+            return ("tensor", t._cdata)
+        return _xla.buffer_key(t)
 
     # -- recording (called by the hooks and by checkpoint regions) --------------------------------
     def record(
@@ -80,7 +91,7 @@ class SavedReport:
         param_key = None
         if source is not None:
             kind = "parameter" if (by_reference or not source.steps) else "parameter copy"
-            param_key = _xla.buffer_key(source.param)
+            param_key = self._key(source.param)
         if grad_fn is None:
             grad_fn = type(t.grad_fn).__name__ if t.grad_fn is not None else ""
             if not grad_fn and source is None and _modules.in_compiled():
@@ -90,12 +101,12 @@ class SavedReport:
                 shape=tuple(t.shape),
                 dtype=t.dtype,
                 device=t.device,
-                nbytes=_xla.buffer_nbytes(t),
+                nbytes=_xla.shape_nbytes(t) if self.per_tensor and t.is_meta else _xla.buffer_nbytes(t),
                 kind=kind,
                 grad_fn=grad_fn,
                 module=_modules.current_name() if module is None else module,
                 tag=tag_of(t) if tag is None else tag,
-                key=_xla.buffer_key(t),
+                key=self._key(t),
                 param_key=param_key,
             )
         )
@@ -192,6 +203,12 @@ def saved_activations() -> Iterator[SavedReport]:
         >>> print(report)            # table, largest first
         >>> report.nbytes, report.by_module()
     """
-    report = SavedReport()
+    with recording(SavedReport()) as report:
+        yield report
+
+
+@contextlib.contextmanager
+def recording(report: SavedReport) -> Iterator[SavedReport]:
+    """:func:`saved_activations` into a given report (``estimate`` passes a ``per_tensor`` one)."""
     with ledger(report), _modules.tracking():
         yield report

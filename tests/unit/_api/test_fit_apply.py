@@ -148,3 +148,14 @@ def test_fit_names_the_attention_kernel(roomy) -> None:  # noqa: ANN001
     assert rows["full"].activation_bytes == math_rows["full"].activation_bytes  # only block inputs: no attention
     with pytest.raises(ValueError, match=r"fit: attention='pallas'; allowed: 'math', 'flash'"):
         fit(_llama().config.to_dict(), seq=SEQ, hbm_gib=1, attention="pallas")
+
+
+def test_fit_names_the_device_forms(roomy) -> None:  # noqa: ANN001
+    """cpu by default off a GPU chip (the forms the XLA band was measured against), cuda on one; device= overrides."""
+    assert roomy.device == "cpu" and "device forms: cpu, eager CPU" in str(roomy)
+    assert "(the default for this chip" in str(roomy)
+    gpu = fit(_llama().config.to_dict(), seq=SEQ, batch=BATCH, chip="h100", param_dtype="fp32", budgets=())
+    assert gpu.device == "cuda" and "device forms: cuda, eager CUDA, modelled" in str(gpu)
+    assert '"device": "cuda"' in gpu.to_json()
+    with pytest.raises(ValueError, match=r"fit: device='gpu'; allowed: 'cpu', 'xla', 'tpu', 'cuda'"):
+        fit(_llama().config.to_dict(), seq=SEQ, hbm_gib=1, device="gpu")
