@@ -22,6 +22,7 @@ statistics the device's dtype. ``"cpu"`` and ``"xla"`` are measured (exact again
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Optional
 
 import torch
@@ -29,7 +30,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DEVICES", "MEASURED", "DeviceForms", "check_device"]
+__all__ = ["DEVICES", "MEASURED", "DeviceForms", "check_device", "modelled_device"]
 
 _aten = torch.ops.aten
 
@@ -151,6 +152,23 @@ class _Dtypes(TorchDispatchMode):
         return out
 
 
+class _Modelled(threading.local):
+    def __init__(self) -> None:
+        self.device: Optional[str] = None
+
+
+_modelled = _Modelled()
+
+
+def modelled_device() -> Optional[str]:
+    """The device the running estimate plans for on this thread (None outside an estimate).
+
+    ``_api.outside`` asks it: on the meta device the modules ``apply`` corrects for XLA run their corrected
+    forward when the estimate plans for XLA, as they do on a real XLA step.
+    """
+    return _modelled.device
+
+
 class DeviceForms:
     """Both modes for one estimate (the function mode outside, so a fused-attention mode inside wins).
 
@@ -160,13 +178,17 @@ class DeviceForms:
     """
 
     def __init__(self, device: str) -> None:
+        self.device = device
         self.modes = (_Functions(device), _Dtypes(device))
+        self.outer: Optional[str] = None
 
     def __enter__(self) -> "DeviceForms":
         for m in self.modes:
             m.__enter__()
+        self.outer, _modelled.device = _modelled.device, self.device
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        _modelled.device = self.outer
         for m in reversed(self.modes):
             m.__exit__(*exc)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
+from xla_ckpt._api.device_forms import modelled_device
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.layer_norm import layer_norm
@@ -35,8 +36,10 @@ _STOCK: dict[type, Callable[..., Any]] = {nn.Linear: nn.Linear.forward, nn.Layer
 
 def _corrected_here(x: Any) -> bool:
     """True where the stock op keeps more than CPU's and the corrected one may run."""
-    if not isinstance(x, torch.Tensor) or x.device.type != "xla":
+    if not isinstance(x, torch.Tensor):
         return False
+    if x.device.type != "xla" and not (x.is_meta and modelled_device() in ("xla", "tpu")):
+        return False  # an estimate for XLA runs on meta: the corrected forward, as the real step
     if _compat.is_compiling() or _compat.func_transform() is not None:
         return False  # a compiled graph decides what it saves; torch.func keeps its own levels
     st = _saved.state
