@@ -9,15 +9,16 @@ relaxations of that, both never above the least recompute of any completion with
   options are disjoint, so filling their lower convex hulls best ratio first is a bound (the LP). The
   item the fill splits is then decided both ways (``depth`` levels): a fraction of one large op (a
   matmul at 32 units per byte) no longer makes the bound loose.
-- :func:`lagrange`: bytes priced at ``lam`` per byte. An op costs the lesser of its priced bytes and its
-  recompute, which adds a 1/k share of the cost of each unreached input (k: its readers still
-  undecided), so an input shared by k readers is counted at most once in all. Every op back to the
-  region's inputs is seen, not only the reached ones: where the replay must walk far (a small budget,
-  where the knapsack sees a few cheap reached ops and not the matmuls behind them) it is far tighter.
-  ``max over lam`` by bisection on the slope (the priced bytes minus ``cap``).
+- :func:`lagrange`: a Lagrangian relaxation, bytes priced at ``lam`` per byte (any ``lam >= 0`` gives a
+  bound: a plan within ``cap`` pays ``lam * (bytes - cap) <= 0`` on top). An op costs the lesser of its
+  priced bytes and its recompute, which adds a 1/k share of the cost of each unreached input (k: its
+  readers still undecided), so an input shared by k readers is counted at most once in all. Every op
+  back to the region's inputs is seen, not only the reached ones: where the replay must walk far (a
+  small budget: the knapsack sees a few cheap reached ops, not the matmuls behind them) it is far
+  tighter (phimoe's MoE layer at 0.1: 640,000 branch points with the knapsack, 7,000 with both).
 
-Both read the search's state (``_Search`` of ``_policy.exact``: ``reach``, ``kind``, ``units``, ...);
-both are exact arithmetic on integers but for the fractions, far below one unit of recompute.
+Both read the search's state (``_Search`` of ``_policy.exact``: ``reach``, ``kind``, ``units``, ...).
+Floats only where a fraction is taken: rounding stays far below one unit of recompute (an integer).
 Example: ``if s.rec + bound(s, p, 2, 6) >= s.best: prune``.
 """
 
