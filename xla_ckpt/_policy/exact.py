@@ -271,7 +271,8 @@ class _Search:
 
     def _bound(self, p: int) -> float:
         """Least recompute the positions up to ``p`` still add (``_policy.exact_bound``)."""
-        return bound(self, p, SPLIT_DEPTH, LAGRANGE_STEPS, self.nodes > STRONG_AFTER)
+        lb, self.lam = bound(self, p, SPLIT_DEPTH, LAGRANGE_STEPS, self.nodes > STRONG_AFTER)
+        return lb
 
     def _dominated(self, p: int) -> bool:
         """Whether a frontier reached before covers this one: the same buffers counted, no more ops

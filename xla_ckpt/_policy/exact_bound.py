@@ -33,12 +33,13 @@ __all__ = ["bound", "relax", "lagrange", "best_lagrange"]
 FORCED, FIXED, FREE = 0, 1, 2  # the search's kinds of position (mirrored in _policy.exact)
 
 
-def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> float:
+def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> tuple[float, float]:
     """Least recompute the positions up to ``p`` still add: the larger of :func:`relax` (split
     ``depth`` levels) and :func:`best_lagrange` (``steps`` prices; tried when the first does not
     already reach the incumbent). ``math.inf`` when the fixed ops reached alone are over the budget.
     Not ``strong``: the plain fractional knapsack over the reached ops (no inputs, no split, no
-    prices), five to ten times cheaper a branch point, enough for most regions."""
+    prices), five to ten times cheaper a branch point, enough for most regions. Returns the bound and
+    the price to start from at the next branch point (``s.lam``: log2 of the best price found)."""
     cap = s.budget - s.nbytes
     lb = 0.0
     reached = [q for q in s.reached if q <= p]
@@ -49,7 +50,7 @@ def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> float:
         elif kind[q] == FIXED:
             cap -= s.bytes_if_saved(q)
     if cap < 0:
-        return math.inf
+        return math.inf, s.lam
     items: list[tuple[int, int, int, list[tuple[float, int, int]]]] = []
     for q in reached:
         if kind[q] != FREE:
@@ -74,8 +75,9 @@ def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> float:
     lb += relax(cap, items, depth if strong else 0)
     if strong and s.rec + lb < s.best:
         # The knapsack sees only reached ops; the priced walk sees what recomputing them reaches.
-        lb = max(lb, best_lagrange(s, p, cap, s.best - s.rec, steps))
-    return lb
+        value, lam = best_lagrange(s, p, cap, s.best - s.rec, steps)
+        return max(lb, value), lam
+    return lb, s.lam
 
 
 def _private_inputs(s: Any, q: int, p: int) -> list[int]:
@@ -197,13 +199,13 @@ def lagrange(prog: list, p: int, cap: int, lam: float) -> tuple[float, float]:
     return total, slope
 
 
-def best_lagrange(s: Any, p: int, cap: int, enough: float, steps: int) -> float:
+def best_lagrange(s: Any, p: int, cap: int, enough: float, steps: int) -> tuple[float, float]:
     """``max over lam`` of :func:`lagrange` (concave in lam): a search on log2(lam) by its slope from the
     last branch point's best price (``s.lam``), steps 4, 2, 1, ... at most ``steps`` evaluations,
-    stopping once a value reaches ``enough``."""
+    stopping once a value reaches ``enough``. Returns it and log2 of its price."""
     prog = walk(s, p, cap)
     if not any(b > 0 for _, _, _, b, _ in prog):
-        return -math.inf
+        return -math.inf, s.lam
     mid, step, best, at = s.lam, 4.0, -math.inf, s.lam
     for _ in range(steps):
         value, slope = lagrange(prog, p, cap, 2.0 ** mid)
@@ -213,5 +215,4 @@ def best_lagrange(s: Any, p: int, cap: int, enough: float, steps: int) -> float:
             break
         mid += step if slope > 0 else -step
         step /= 2
-    s.lam = at
-    return best
+    return best, at
