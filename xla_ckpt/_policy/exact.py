@@ -122,6 +122,8 @@ class _Search:
         self.minpos = {k: (-1 if k in input_keys else minpos[k]) for k in self.tracked}
         self.multi = {p for p, outs in enumerate(self.outs) if self.prune and len(outs) > 1}
         self.multi_keys = {k for p in self.multi for k, _ in self.outs[p]}
+        # A single-output op's bytes if saved do not change during the search (the bounds ask often).
+        self.own_bytes = [sum(b for k, b in outs if k not in self.shared) for outs in self.outs]
         self.reader_keys = view._dep_keys
         self.reach = [0] * n
         self.lam = 0.0  # log2 of the last best price of a byte (exact_bound.best_lagrange)
@@ -262,6 +264,8 @@ class _Search:
 
     def bytes_if_saved(self, q: int) -> int:
         """Bytes saving ``q`` adds for sure (shared buffers and unread outputs count as none)."""
+        if q not in self.multi:
+            return self.own_bytes[q]
         n = 0
         for k, b in self.outs[q]:
             if k in self.shared or (q in self.multi and self.read.get(k, 0) == 0):

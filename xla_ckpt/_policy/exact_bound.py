@@ -28,7 +28,7 @@ import bisect
 import math
 from typing import Any
 
-__all__ = ["bound", "relax", "lagrange", "best_lagrange"]
+__all__ = ["bound", "relax", "item_hull", "lagrange", "best_lagrange"]
 
 FORCED, FIXED, FREE = 0, 1, 2  # the search's kinds of position (mirrored in _policy.exact)
 
@@ -51,7 +51,7 @@ def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> tuple[
             cap -= s.bytes_if_saved(q)
     if cap < 0:
         return math.inf, s.lam
-    items: list[tuple[int, int, int, list[tuple[float, int, int]]]] = []
+    items: list[tuple[Any, ...]] = []
     for q in reached:
         if kind[q] != FREE:
             continue
@@ -71,7 +71,8 @@ def bound(s: Any, p: int, depth: int, steps: int, strong: bool = True) -> tuple[
                 elif b > 0:
                     chain.append((u / b, u, b))
         if own or chain:
-            items.append((own + sum(u for _, u, _ in chain), bq, own, chain))
+            base = own + sum(u for _, u, _ in chain)
+            items.append((base, bq, own, chain, item_hull(cap, base, bq, chain), bq <= cap))
     lb += relax(cap, items, depth if strong else 0)
     if strong and s.rec + lb < s.best:
         # The knapsack sees only reached ops; the priced walk sees what recomputing them reaches.
@@ -94,25 +95,17 @@ def _private_inputs(s: Any, q: int, p: int) -> list[int]:
 
 
 def relax(cap: int, items: list, depth: int) -> float:
-    """Least recompute of ``items`` (each ``(units at no bytes, bytes of q, q's own units, inputs)``, the
-    inputs as ``(ratio, units, bytes)``) within ``cap`` bytes, relaxed as above."""
+    """Least recompute of ``items`` within ``cap`` bytes, relaxed as above. Each item is ``(units at no
+    bytes, bytes of q, q's own units, inputs, hull, hull has q saved)``: the inputs as ``(ratio, units,
+    bytes)``, the hull as :func:`item_hull` made it for this cap or a larger one (made again here when
+    q saved no longer fits)."""
     lb = 0.0
     segs: list[tuple[float, int, int, int]] = []
-    for i, (base, bq, _, chain) in enumerate(items):
+    for i, (base, bq, _, chain, hull, with_q) in enumerate(items):
         lb += base  # the item at no bytes: q and its private inputs recomputed
-        if not chain:
-            if bq <= cap:
-                segs.append((base / bq, base, bq, i))
-            continue
-        pts = [(0, base)]
-        chain.sort(reverse=True)
-        x, y = 0, base
-        for _, u, b in chain:
-            x, y = x + b, y - u
-            pts.append((x, y))
-        if bq <= cap:
-            pts.append((bq, 0))
-        segs.extend((r, u, b, i) for r, u, b in _hull_segments(pts))
+        if with_q and bq > cap:
+            hull = item_hull(cap, base, bq, chain)  # made for a larger cap, with q saved: not here
+        segs.extend((r, u, b, i) for r, u, b in hull)
     segs.sort(reverse=True)
     left, crit = cap, -1
     for _, u, b, i in segs:
@@ -125,15 +118,31 @@ def relax(cap: int, items: list, depth: int) -> float:
             break
     if crit < 0 or depth <= 0:
         return lb
-    base, bq, own, chain = items[crit]
+    _, bq, own, chain, _, _ = items[crit]
     rest = items[:crit] + items[crit + 1:]
     best = math.inf
     if bq <= cap:  # q saved
         best = relax(cap - bq, rest, depth - 1)
     if best > lb:  # q recomputed: each private input an item of its own (saved or recomputed)
-        alone = [(u, math.inf, 0, [(r, u, b)]) for r, u, b in chain]
+        alone = [(u, math.inf, 0, (), ((r, u, b),), False) for r, u, b in chain]
         best = min(best, own + relax(cap, rest + alone, depth - 1))
     return max(lb, best)
+
+
+def item_hull(cap: int, base: int, bq: int, chain: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """An item's options as the steps of their lower convex hull, ``(units per byte, units, bytes)``:
+    its inputs saved best ratio first (from ``base``, everything recomputed), or q saved."""
+    if not chain:
+        return [(base / bq, base, bq)] if bq <= cap else []
+    pts = [(0, base)]
+    chain.sort(reverse=True)
+    x, y = 0, base
+    for _, u, b in chain:
+        x, y = x + b, y - u
+        pts.append((x, y))
+    if bq <= cap:
+        pts.append((bq, 0))
+    return _hull_segments(pts)
 
 
 def _hull_segments(pts: list[tuple[int, int]]) -> list[tuple[float, int, int]]:
