@@ -2,6 +2,10 @@
 
     python bench/budget_optimum.py [--json bench/results/budget_optimum.json] [--archs llama gpt2 ...]
 
+Beside the optimum, torch's activation-memory knapsack (``dp``, its default solver, and ``greedy``) on
+the same block, costs and byte limit, its plan evaluated by the same ``view.cost``
+(``bench/torch_knapsack.py`` says how the items are formed).
+
 Needs scipy (``pip install -e .[bench]``): the optimum is an integer program solved by HiGHS through
 ``scipy.optimize.milp``. The library never imports this file; it is the reference the greedy search
 (``xla_ckpt/_policy/budget.py``: two greedy passes and swaps) and the library's plan (``best_plan``: that
@@ -45,6 +49,8 @@ from xla_ckpt import hf_models  # noqa: E402
 from xla_ckpt._ir.liveness import EXTERNAL, INPUT  # noqa: E402
 from xla_ckpt._policy.budget import best_plan, budget_bytes, memory_budget, search  # noqa: E402
 from xla_ckpt._policy.plan import RegionView  # noqa: E402
+
+import torch_knapsack  # noqa: E402  (bench/: torch's knapsack on the same candidates and costs)
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -165,6 +171,13 @@ def _ratio(cost: Any, budget: int, opt_rec: Optional[int]) -> Optional[float]:
     return cost.recompute / opt_rec if opt_rec else (1.0 if cost.recompute == 0 else float("inf"))
 
 
+def _torch_cell(rec: Optional[int], ours: int) -> str:
+    """torch's knapsack's recompute / the planner's ("-": its plan does not fit; "=": both 0)."""
+    if rec is None:
+        return "-"
+    return f"{rec / ours:.3f}" if ours else ("=" if rec == 0 else "inf")
+
+
 def views_of(arch: str) -> list[RegionView]:
     """The distinct block views of a small default-config ``arch`` (one training step on CPU)."""
     model = hf_models.build(arch, d_model=64, n_layer=2, n_head=4, seq_len=32)
@@ -190,8 +203,8 @@ def main() -> None:
     a = p.parse_args()
     rows = []
     print("| block | free ops | budget | greedy recompute | planner | optimum | greedy / optimum | planner / optimum "
-          "| how | greedy s | planner s | MILP s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+          "| how | greedy s | planner s | MILP s | torch dp / planner | tuned | torch greedy / planner |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for arch in a.archs:
         try:
             views = views_of(arch)
@@ -216,6 +229,11 @@ def main() -> None:
                     saved, opt_rec = best
                     check = view.cost(saved)
                     assert check.nbytes <= budget and check.recompute == opt_rec, (arch, f, check, opt_rec)
+                torch_rec: dict[str, Optional[int]] = {}
+                for solver in torch_knapsack.SOLVERS:
+                    for tune in (False, True):
+                        tsaved, tcost = torch_knapsack.knapsack_plan(view, budget, solver, tune)
+                        torch_rec[solver + ("_tuned" if tune else "")] = None if tsaved is None else tcost.recompute
                 fits = greedy.nbytes <= budget
                 ratio = _ratio(greedy, budget, opt_rec)
                 pratio = _ratio(planner, budget, opt_rec)
@@ -224,16 +242,26 @@ def main() -> None:
                                  greedy_recompute=greedy.recompute, greedy_bytes=greedy.nbytes, greedy_fits=fits,
                                  optimum_recompute=opt_rec, ratio=ratio, greedy_s=t1 - t0,
                                  planner_recompute=planner.recompute, planner_bytes=planner.nbytes,
-                                 planner_ratio=pratio, planner_how=how, planner_s=tp - t1, milp_s=t2 - tp))
+                                 planner_ratio=pratio, planner_how=how, planner_s=tp - t1, milp_s=t2 - tp,
+                                 **{f"torch_{k}_recompute": v for k, v in torch_rec.items()}))
                 shown = "nothing fits" if opt_rec is None else f"{opt_rec:,}"
                 print(f"| {block} | {len(view.free)} | {f:g} | {greedy.recompute:,}{'' if fits else ' (over)'} | "
                       f"{planner.recompute:,} | {shown} | {'-' if ratio is None else f'{ratio:.4f}'} | "
                       f"{'-' if pratio is None else f'{pratio:.4f}'} | {how} | {t1 - t0:.2f} | {tp - t1:.2f} | "
-                      f"{t2 - tp:.2f} |", flush=True)
+                      f"{t2 - tp:.2f} | {_torch_cell(torch_rec['dp'], planner.recompute)} | "
+                      f"{_torch_cell(torch_rec['dp_tuned'], planner.recompute)} | "
+                      f"{_torch_cell(torch_rec['greedy'], planner.recompute)} |", flush=True)
     for name, col in (("greedy", "ratio"), ("the planner", "planner_ratio")):
         off = [r for r in rows if r[col] is not None and r[col] > 1.02]
         print(f"\n{len(rows)} cases; {name} more than 2% over the optimum in {len(off)}: "
               + (", ".join(f"{r['block']}@{r['fraction']:g} ({r[col]:.3f})" for r in off) or "none"))
+    for k in ("dp", "dp_tuned", "greedy", "greedy_tuned"):
+        col = f"torch_{k}_recompute"
+        both = [r for r in rows if r[col] is not None and r["planner_bytes"] <= r["budget"]]
+        worse = [r for r in both if r["planner_recompute"] > r[col]]
+        better = [r for r in both if r["planner_recompute"] < r[col]]
+        print(f"torch's {k} knapsack: {len(both)} cases both fit; the planner recomputes more in {len(worse)}"
+              + "".join(f", {r['block']}@{r['fraction']:g}" for r in worse) + f", less in {len(better)}")
     greedy_only = [r for r in rows if r["planner_how"] != "exact"]
     print(f"planned greedily (exact search boxed out): {len(greedy_only)}: "
           + (", ".join(f"{r['block']}@{r['fraction']:g}" for r in greedy_only) or "none"))

@@ -45,8 +45,9 @@ SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
 # The exact search (``_policy.exact``) runs on regions of at most this many free ops...
 EXACT_MAX_FREE = 128
 # ...and stops after this many branch points (a count, not a clock, so every host and run plans the
-# same): about 0.5 s of pure Python on the loaded 2-core machine of docs/budget_offload.md, where the
-# greedy search alone takes 0.3-2 s on the largest HF blocks. Past it, the greedy plan, said once.
+# same): 0.5 s of pure Python with the plain bound, about 2.5 s with the strong one past 500
+# (``_policy.exact``) on the loaded 2-core machine of docs/budget_offload.md, where the greedy search
+# alone takes 0.3-2 s on the largest HF blocks. Past it, the greedy plan, said once.
 EXACT_MAX_NODES = 20_000
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from helpers import ROOT_DIR
 
+import math
 import os
 import sys
 import warnings
@@ -90,3 +91,26 @@ def test_past_the_box_the_greedy_plan_stands_and_says_so(gpt2_view, monkeypatch,
     assert how.startswith("greedy: ") and why in how, how
     monkeypatch.undo()
     assert view.cost(_planned(memory_budget(f), view)).recompute < view.cost(saved).recompute
+
+
+def test_strong_bound_prunes_more_and_keeps_the_optimum(llama_view, gpt2_view, monkeypatch) -> None:  # noqa: ANN001
+    # The knapsack with private inputs and the priced walk (_policy.exact_bound) run only past
+    # STRONG_AFTER branch points, which these small blocks never reach: forced on here. A bound above
+    # the least recompute of some completion would prune the optimum: the plans must stay equal.
+    from xla_ckpt._policy import exact as exact_mod
+
+    fewer = 0
+    for view in (llama_view, gpt2_view):
+        for f in FRACTIONS:
+            budget = budget_bytes(f, view.baseline.nbytes)
+            cost = view.cost(search(view, f))
+            found = {}
+            for after in (10**9, 0):
+                monkeypatch.setattr(exact_mod, "STRONG_AFTER", after)
+                # no incumbent: the search itself must find the optimum, and prove it
+                r = exact_mod.exact_search(view, budget, math.inf, 100_000)
+                assert r.status == "optimal" and r.saved is not None, (f, after, r)
+                found[after] = (view.cost(r.saved).recompute, r.nodes)
+            assert found[0][0] == found[10**9][0] <= cost.recompute, (f, found, cost)
+            fewer += found[0][1] < found[10**9][1]
+    assert fewer == 18, fewer  # every case: fewer branch points with the strong bound
