@@ -242,3 +242,15 @@ def test_the_write_check_can_fail() -> None:
                      "    self.ok = 1\n    region.inputs = []\n")
     assert [(a, c) for _, a, c in sorted(_foreign_writes(tree))] == [
         ("cache", "region.cache[1]"), ("records", "region.records"), ("inputs", "region.inputs")]
+
+
+def test_test_file_names_are_unique():
+    """tests/conftest.py puts every test folder on sys.path, so pytest imports test files by basename:
+    two files of one name in different folders stop the run at collection (a merge did, once)."""
+    seen: dict[str, pathlib.Path] = {}
+    clashes = []
+    for p in sorted((pathlib.Path(ROOT_DIR) / "tests").rglob("*.py")):
+        if p.name in seen and p.name != "__init__.py":
+            clashes.append(f"{p} and {seen[p.name]}")
+        seen.setdefault(p.name, p)
+    assert not clashes, "\n".join(clashes)
