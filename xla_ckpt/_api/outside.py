@@ -24,6 +24,7 @@ from torch import nn
 
 from xla_ckpt._api.device_forms import modelled_device
 from xla_ckpt._base import compat as _compat
+from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.layer_norm import layer_norm
 from xla_ckpt._hooks.linear import linear
@@ -46,20 +47,8 @@ def _corrected_here(x: Any) -> bool:
     return st.region is None and st.recompute is None  # a region decides what it keeps, op by op
 
 
-class _OutsideForward:
+class _OutsideForward(InstanceForward):
     """Instance-level ``forward`` of a corrected module (picklable and deep-copyable with it)."""
-
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-
-    # Method-like, as the checkpoint wrapper's: FSDP wrappers inspect ``module.forward.__func__``.
-    @property
-    def __self__(self) -> nn.Module:
-        return self.module
-
-    @property
-    def __func__(self) -> Callable[..., Any]:
-        return type(self.module).forward
 
     def __call__(self, input: torch.Tensor) -> torch.Tensor:
         m = self.module

@@ -15,6 +15,7 @@ from torch import nn
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._base import modules as _modules
+from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._engine.region import checkpoint
 from xla_ckpt._policy.registry import resolve
@@ -24,27 +25,18 @@ __all__ = ["checkpointed", "uncheckpointed", "checkpoint_policy"]
 T = TypeVar("T")
 
 
-class _CheckpointedForward:
+class _CheckpointedForward(InstanceForward):
     """Instance-level ``forward`` of a checkpointed module (picklable and deep-copyable with it).
 
     ``inner`` is an instance-level forward that was there before (e.g. ``patch_linear``'s), else None.
     """
 
     def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]], verify: bool = False) -> None:
-        self.module = module
+        super().__init__(module)
         self.policy = policy
         self.inner = inner
         self.verify = verify
         self.cache = _hf.cache_plan(inner if inner is not None else type(module).forward)
-
-    # Method-like, so wrappers that inspect ``module.forward.__func__`` (torch_xla's FSDPv2) accept it.
-    @property
-    def __self__(self) -> nn.Module:
-        return self.module
-
-    @property
-    def __func__(self) -> Callable[..., Any]:
-        return type(self.module).forward
 
     @property
     def __signature__(self) -> inspect.Signature:
