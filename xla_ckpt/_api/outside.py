@@ -79,6 +79,8 @@ def correct_outside(model: nn.Module, inside: Iterable[str]) -> list[str]:
         ['ln_f', 'lm_head']
     """
     names = set(inside)
+    # Inlined into a compiled graph as torch.nn's forwards are, never a graph of its own (see compat).
+    _compat.dynamo_skips_as_root(_OutsideForward.__call__.__code__)
     if "" in names:
         return []
     prefixes = tuple(n + "." for n in names)
