@@ -81,11 +81,11 @@ test: $(STAMP)
 # cases, then the newest-torch tier (test-newest-all).
 # One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
 # both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
-# CI time (issue 33): the last landed .ci/run took 4,578 s (76.3 min); the next, 2,474 s up to a failure in
-# the newest tier. From a fresh clone here (installs from a warm pip cache, `make bench` and `make test`
-# running beside it for 17 of its minutes): install 3 min, tests/unit 7.0 min, tests/integration 32.8 min;
-# the rest measured apart at load 2-3: fuzz + peers + regressions 1.2 min, the torch 2.15 tier (install
-# 95 s, fast tier 3.2 min, compiled tests about 2 min). About 51 minutes in all.
+# CI time: the last landed .ci/run took 2,504 s (41.7 min; 4,578 s the one before). This wave, from a fresh
+# clone here (warm pip cache; `make test` and `make bench` beside it for part of the time, load 2-4): install
+# 2.5 min, tests/unit 6.7 min, tests/integration 31.3 min, fuzz + peers + regressions 4.8 min (the openxla
+# SPMD file rerun with them), the torch 2.15 tier 10.4 min with its install. About 56 minutes here, where CI's
+# own machine took 42 for the last one's 51.
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
 # one process for all of it segfaulted inside torch_xla.sync() after about 1,400 tests and 35 minutes
 # (a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
