@@ -193,4 +193,3 @@ def dynamo_skips_as_root(code: types.CodeType) -> None:
     from torch._dynamo.eval_frame import skip_code  # noqa: PLC0415
 
     skip_code(code)
-

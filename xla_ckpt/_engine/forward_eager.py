@@ -51,20 +51,16 @@ class EagerForward(Forward):
         # From now on these buffers hold the hook's values, which the replay hands back as the hook's
         # result: the op that made one is recomputed (demoted) and never keeps the written value as its
         # own output (``retain``'s promotion): its recomputed output is the value before the hook.
-        state, producer = self.state, self.flow.producer
+        producer = self.flow.producer
         for t in written:
             key = buffer_key(t)
-            pos = self.cache_keys.pop(key, None)
-            if pos is not None and pos in state.cache:
-                state.demote(pos)
-            if self.pending is not None and any(buffer_key(o) == key for o in tensors(self.pending[0].out)):
-                self.pending_written = True
+            self._recompute_writer(key)
             p = producer.get(key, -1)
             if p >= 0:
-                state.hook_wrote(p)
+                self.state.hook_wrote(p)
 
     def hook_value(self, t: torch.Tensor) -> HookValue:
-        hv = HookValue(t, t.detach())  # an alias, copied only if fn writes it (``before_write``)
+        hv = HookValue(t)  # an alias, copied only if fn writes it (``before_write``)
         self.hook_keys.setdefault(buffer_key(t), []).append(hv)
         return hv
 
@@ -89,8 +85,12 @@ class EagerForward(Forward):
                 base = t if t._base is None else t._base
                 state.writing_outside(key, base, lambda: base.detach().clone())
             state.writing(key, lambda i: state.inputs[i].detach().clone(), declared)
-            pos = self.cache_keys.pop(key, None)
-            if pos is not None and pos in state.cache:
-                state.demote(pos)
-            if self.pending is not None and not self.pending_written:
-                self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))
+            self._recompute_writer(key)
+
+    def _recompute_writer(self, key: Any) -> None:
+        """Buffer ``key`` is written in place: the op that made it, kept or still undecided, is recomputed."""
+        pos = self.cache_keys.pop(key, None)
+        if pos is not None and pos in self.state.cache:
+            self.state.demote(pos)
+        if self.pending is not None and not self.pending_written:
+            self.pending_written = any(buffer_key(o) == key for o in tensors(self.pending[0].out))

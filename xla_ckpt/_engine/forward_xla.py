@@ -62,15 +62,15 @@ class XlaForward(Forward):
 
     def hook_value(self, t: torch.Tensor) -> HookValue:
         # The value below functionalization: an in-place write makes a new one there, this one stays.
-        value = torch._from_functional_tensor(t) if torch._is_functional_tensor(t) else t.detach()
-        self.hook_keys.add(buffer_key(value))  # fn may write it: a value of the region, not an outside tensor
-        return HookValue(t, value)
+        hv = HookValue(t, torch._from_functional_tensor(t) if torch._is_functional_tensor(t) else None)
+        self.hook_keys.add(buffer_key(hv.value))  # fn may write it: a value of the region, not an outside tensor
+        return hv
 
     def on_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
         # XLA tensors are immutable underneath: the old value is the input's value before the write.
         key = buffer_key(old)
-        if key not in self.flow.producer and self.flow.outside_base.get(key, key) not in self.hook_keys:
+        if key not in self.flow.producer and not (self.hook_keys and self.flow.outside_base.get(key, key) in self.hook_keys):
             # From outside the region: the mode sees no version-carrying tensor, so the module's own
             # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
             # running module or the checkpointed one; None for any other (a closure).

@@ -21,7 +21,7 @@ hook returned it for another backward.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -36,20 +36,20 @@ class HookValue:
 
     Args:
         t: the tensor the hook returned.
-        value: what is kept of it: eager, a detached alias; XLA, the tensor below functionalization.
+        value: what is kept of it, if not a detached alias (XLA: the tensor below functionalization).
 
     Example:
-        >>> hv = HookValue(out, out.detach())
+        >>> hv = HookValue(out)
         >>> hv.before_write()          # fn is about to write ``out`` in place (eager)
         >>> y = hv.stand_in(start, lambda: engine_off(recomputation), hook, module)
     """
 
     __slots__ = ("value", "alias", "version", "requires_grad", "leaf", "copied")
 
-    def __init__(self, t: torch.Tensor, value: torch.Tensor) -> None:
+    def __init__(self, t: torch.Tensor, value: Optional[torch.Tensor] = None) -> None:
         self.alias = t.detach()  # shares t's version counter: a write to t after the hook shows here
         self.version = t._version
-        self.value = value
+        self.value = self.alias if value is None else value
         self.requires_grad = t.requires_grad
         self.leaf = t.grad_fn is None
         self.copied = False
@@ -99,7 +99,7 @@ def hook_writes(hook: Any, args: tuple, result: Any, written: list[torch.Tensor]
     The replay does not call the hook again, so it cannot repeat the write. A forward hook that only
     writes its module's own output (``out.mul_(0.5)``, returning None or ``out``) is the same as one
     returning the written output: that is kept and handed out (before, the replay skipped the write and
-    the gradients were silently wrong: 25.0 off on a Linear, found with ``hooks_values.py``'s example).
+    the gradients were silently wrong: 25.0 off on a Linear, found by the fuzz's ``hunt`` profile).
     A write to the module's inputs (by a pre-hook or a forward hook), or to an output that aliases an
     input, changes tensors fn holds outside the module call: a ``CheckpointError``.
 
@@ -111,14 +111,13 @@ def hook_writes(hook: Any, args: tuple, result: Any, written: list[torch.Tensor]
         forward: a forward hook (else a pre-hook).
     """
     module = args[0] if args else None
-    if forward and (result is None or result is args[-1]):
-        outs = {id(t) for t in tensors(args[-1])}
+    only_output = forward and all(id(t) in {id(o) for o in tensors(args[-1])} for t in written)
+    if only_output and (result is None or result is args[-1]):
         inputs = {id(_root(t)) for t in tensors(args[1:-1])}
-        if all(id(t) in outs and id(_root(t)) not in inputs for t in written):
+        if not any(id(_root(t)) in inputs for t in written):
             return args[-1]  # the output as the hook left it: kept as if the hook had returned it
     kind = "forward hook" if forward else "forward pre-hook"
-    what = "its module's output" if forward and all(id(t) in {id(o) for o in tensors(args[-1])} for t in written) \
-        else "its module's inputs"
+    what = "its module's output" if only_output else "its module's inputs"
     raise CheckpointError(
         f"the {kind} {getattr(hook, '__name__', hook)!r} of module {type(module).__name__} writes {what} in place "
         "inside a checkpointed region (or returns a new output as well): the recomputation does not call hooks "
