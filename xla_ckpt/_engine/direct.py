@@ -104,6 +104,30 @@ def _template(x: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) ->
     return x
 
 
+def _split(args: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) -> tuple[list, list, list]:
+    """An op's positional arguments as ``Step`` takes them: (base, holes, nested), in one walk."""
+    base: list = []
+    holes: list = []
+    nested: list = []
+    for i, y in enumerate(args):
+        if type(y) in LEAF_TYPES:
+            base.append(y)
+        elif isinstance(y, torch.Tensor):
+            r = ref_of(y)
+            refs.append(r)
+            holes.append((i, r))
+            base.append(None)
+        else:
+            n = len(refs)
+            t = _template(y, ref_of, refs)
+            if len(refs) > n:  # a container of tensors: filled per run
+                nested.append((i, t))
+                base.append(None)
+            else:
+                base.append(t)
+    return base, holes, nested
+
+
 class Recorder:
     """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
 
@@ -135,13 +159,11 @@ class Recorder:
         for k, i in region.input_keys.items():
             if region.inputs[i] is not None:
                 value_of.setdefault(k, ("in", i))
-        producers: dict[Ref, tuple[Any, tuple, dict]] = {}
-        order: dict[Ref, tuple[int, int, int]] = {}
         vi = 0
         views = self.views
         for p, call in enumerate(self.calls):
             while vi < len(views) and views[vi][0] <= p:
-                self._add_view(vi, value_of, producers, order)
+                self._add_view(vi, value_of)
                 vi += 1
             for j, t in enumerate(tensors(call.out)):
                 k = buffer_key(t)
@@ -149,17 +171,15 @@ class Recorder:
                     self.refuse(f"{call.op} returns one of its arguments")  # not functional
                     return None
                 value_of[k] = ("out", p, j)
-            producers[("out", p)] = (call.op, call.args, call.kwargs)
-            order[("out", p)] = (p, 1, 0)
         while vi < len(views):
-            self._add_view(vi, value_of, producers, order)
+            self._add_view(vi, value_of)
             vi += 1
 
         consts: list[torch.Tensor] = []
         const_of: dict[Any, int] = {}
         needed: set[Ref] = set()  # steps to run: ("out", p) or ("view", v)
         cached: set[int] = set()
-        templates: dict[Ref, tuple[Any, Any]] = {}
+        templates: dict[Ref, tuple[list, list, list, Any, bool]] = {}
 
         def ref_of(t: torch.Tensor) -> Ref:
             k = buffer_key(t)
@@ -214,14 +234,17 @@ class Recorder:
                 starts.add(ref)
         while todo:
             step = todo.pop()
-            func, args, kwargs = producers[step]
+            func, args, kwargs = self._producer(step)
             if step[0] == "out" and records[step[1]].info.random and records[step[1]].draw is None and draws(
                     records[step[1]].info, args, kwargs):
                 self.refuse("a random op whose draw was not recorded would be recomputed")
                 return None
             refs: list[Ref] = []
             try:
-                templates[step] = (_template(args, ref_of, refs), _template(kwargs, ref_of, refs))
+                base, holes, nested = _split(args, ref_of, refs)
+                n = len(refs)
+                kw = _template(kwargs, ref_of, refs)
+                templates[step] = (base, holes, nested, kw, len(refs) == n)
             except _Unsupported as e:
                 self.refuse(f"{func} takes {e}")
                 return None
@@ -231,8 +254,11 @@ class Recorder:
                 if not need(r):
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
-        steps = [Step(s, producers[s][0], *templates[s], records[s[1]].draw if s[0] == "out" else None)
-                 for s in sorted(needed, key=order.__getitem__)]
+        def order(s: Ref) -> tuple[int, int, int]:  # forward order: a view after position ``before`` - 1
+            return (s[1], 1, 0) if s[0] == "out" else (views[s[1]][0], 0, s[1])
+
+        steps = [Step(s, self._producer(s)[0], *templates[s], records[s[1]].draw if s[0] == "out" else None)
+                 for s in sorted(needed, key=order)]
         shardings: dict[Ref, Any] = {}
         if spmd():
             for ref, t in self._values(region, needed, starts):
@@ -256,8 +282,15 @@ class Recorder:
             else:
                 yield ref, tensors(self.calls[ref[1]].out)[ref[2]]
 
-    def _add_view(self, v: int, value_of: dict, producers: dict, order: dict) -> None:
-        before, func, args, kwargs, out = self.views[v]
+    def _producer(self, step: Ref) -> tuple[Any, tuple, dict]:
+        """The recorded op behind ``step`` (``("out", p)`` or ``("view", v)``): (op, args, kwargs)."""
+        if step[0] == "out":
+            call = self.calls[step[1]]
+            return call.op, call.args, call.kwargs
+        return self.views[step[1]][1:4]
+
+    def _add_view(self, v: int, value_of: dict) -> None:
+        _, _, args, kwargs, out = self.views[v]
         # A view's tensor argument is its base (args[0] for every ATen view op).
         base = args[0] if args and isinstance(args[0], torch.Tensor) else None
         read = {buffer_key(t) for t in tensors((args, kwargs))} if base is None else (buffer_key(base),)
@@ -270,5 +303,3 @@ class Recorder:
                 k = buffer_key(t)
                 if k not in read:
                     value_of.setdefault(k, ("view", v, j))
-        producers[("view", v)] = (func, args, kwargs)
-        order[("view", v)] = (before, 0, v)  # after position before-1, before position ``before``

@@ -8,7 +8,6 @@ outside the region (the forward's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
@@ -38,22 +37,37 @@ class Arg:
         self.ref = ref
 
 
-@dataclass
 class Step:
-    ref: Ref  # ("out", p) or ("view", v)
-    func: Any
-    args: Any  # templates: tensors replaced by _Arg
-    kwargs: Any
-    draw: Optional["Draw"] = None  # a random op: the forward's RNG state around it
+    """One recorded op of the program: ``func`` on its arguments, tensors given by reference.
 
-    def __post_init__(self) -> None:
-        # The positional template split once into what never changes and the holes to fill per run: an
-        # op's arguments are mostly a flat tuple of tensors and numbers, and the recompute runs every
-        # step of every region each backward (a third of its host time went to walking templates).
-        self.base = list(self.args)
-        self.holes = [(i, a.ref) for i, a in enumerate(self.args) if type(a) is Arg]
-        self.nested = [(i, a) for i, a in enumerate(self.args) if type(a) is not Arg and _has_arg(a)]
-        self.static_kwargs = not _has_arg(self.kwargs)
+    The positional arguments come split, by the one walk that made them (``direct._split``), into what
+    never changes (``base``) and the holes to fill per run: an op's arguments are mostly a flat tuple of
+    tensors and numbers, and the recompute runs every step of every region each backward (a third of its
+    host time went to walking templates; a second walk at build time was a third of the forward's end).
+
+    Args:
+        ref: ``("out", p)`` or ``("view", v)``: which recorded value the step recomputes.
+        func: the ATen op.
+        base: the positional arguments, each tensor replaced by None.
+        holes: ``(index, ref)`` per positional tensor.
+        nested: ``(index, template)`` per positional container holding tensors (``Arg`` inside).
+        kwargs: the keyword template (``Arg`` for each tensor), or the keywords themselves when
+            ``static_kwargs``.
+        draw: a random op: the forward's RNG state around it.
+    """
+
+    __slots__ = ("ref", "func", "base", "holes", "nested", "kwargs", "static_kwargs", "draw")
+
+    def __init__(self, ref: Ref, func: Any, base: list, holes: list, nested: list, kwargs: Any,
+                 static_kwargs: bool, draw: Optional["Draw"] = None) -> None:
+        self.ref = ref
+        self.func = func
+        self.base = base
+        self.holes = holes
+        self.nested = nested
+        self.kwargs = kwargs
+        self.static_kwargs = static_kwargs
+        self.draw = draw
 
     def call_args(self, arg: Callable[[Ref], Any]) -> tuple[tuple, dict]:
         """The step's arguments with each ``Arg`` replaced by its value (``arg(ref)``)."""
@@ -159,18 +173,6 @@ def _fill(x: Any, arg: Callable[[Ref], Any]) -> Any:
     if tp is dict:
         return {k: _fill(y, arg) for k, y in x.items()}
     return x
-
-
-def _has_arg(x: Any) -> bool:
-    """Whether a template holds an ``Arg`` anywhere (a container of numbers needs no filling)."""
-    tp = type(x)
-    if tp is Arg:
-        return True
-    if tp is tuple or tp is list:
-        return any(_has_arg(y) for y in x)
-    if tp is dict:
-        return any(_has_arg(y) for y in x.values())
-    return False
 
 
 def _redraw(step: Step, arg: Callable[[Ref], Any], module: str) -> Any:
