@@ -9,13 +9,14 @@ torch_xla is imported lazily, through ``_base.xla``.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any, Collection, Hashable, Optional
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 
-__all__ = ["lift", "made_above_functionalization", "functional", "spmd", "sharding_of", "is_manual", "annotate"]
+__all__ = ["lift", "made_above_functionalization", "functional", "assign", "spmd", "sharding_of", "is_manual",
+           "annotate"]
 
 
 # --------------------------------------------------------------------------- functionalization
@@ -68,6 +69,24 @@ def _wrap(t: torch.Tensor) -> torch.Tensor:
     if t.is_xla and not torch._is_functional_tensor(t):
         return torch._to_functional_tensor(t)
     return t
+
+
+def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()) -> None:
+    """``t.copy_(value)`` (grad mode off), leaving the XLA tensor under ``t``'s wrapper as it was when
+    its buffer is among ``kept`` (buffer keys others hold).
+
+    torch_xla's ``copy_`` on a functional tensor writes into the XLA tensor below the wrapper, where
+    an in-place op gives the wrapper a new one. A region may keep that XLA tensor as an op's output (a
+    BatchNorm counter's ``add_(1)``, traced as ``add``, whose output the policy saves): the copy
+    overwrote the kept value, and the replay read the counter as 0 (ZeroDivisionError in backward).
+    A ``zero_`` first moves the wrapper to a new XLA tensor, which the copy then fills. Only then: a
+    replayed op that reads ``t`` is checked against the buffer the forward read (``_engine.outside``),
+    which a plain ``copy_`` keeps.
+    """
+    if kept and t.is_xla and torch._is_functional_tensor(t) and (
+            _xla.buffer_key(torch._from_functional_tensor(t)) in kept):
+        t.zero_()
+    t.copy_(value)
 
 
 # --------------------------------------------------------------------------- sharding

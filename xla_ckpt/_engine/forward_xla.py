@@ -9,7 +9,7 @@ forward allows.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -21,9 +21,12 @@ from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.outside import by_buffer, owner_module
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._ir.liveness import EXTERNAL, INPUT
 from xla_ckpt._ir.record import OpInfo, written
 
 __all__ = ["XlaForward"]
+
+_LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
 
 
 class XlaForward(Forward):
@@ -34,7 +37,9 @@ class XlaForward(Forward):
         super().__init__(state, policy, owner)
         if not state.verify and direct_replay():
             self.recorder = Recorder()
-        self.hook_keys: set[Any] = set()  # buffers of what user hooks returned (``hook_value``)
+        # Buffers no op of the region produced that are fn's all the same, so a write to one is no
+        # outside write: what user hooks returned (``hook_value``), constants fn built (``lift_fresh``).
+        self.own_keys: set[Any] = set()
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         if info.propagate:
@@ -63,21 +68,38 @@ class XlaForward(Forward):
     def hook_value(self, t: torch.Tensor) -> HookValue:
         # The value below functionalization: an in-place write makes a new one there, this one stays.
         hv = HookValue(t, torch._from_functional_tensor(t) if torch._is_functional_tensor(t) else None)
-        self.hook_keys.add(buffer_key(hv.value))  # fn may write it: a value of the region, not an outside tensor
+        self.own_keys.add(buffer_key(hv.value))  # fn may write it: a value of the region, not an outside tensor
         return hv
 
     def on_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
         # XLA tensors are immutable underneath: the old value is the input's value before the write.
         key = buffer_key(old)
-        if key not in self.flow.producer and not (self.hook_keys and self.flow.outside_base.get(key, key) in self.hook_keys):
+        if key not in self.flow.producer and not (self.own_keys and self.flow.outside_base.get(key, key) in self.own_keys):
             # From outside the region: the mode sees no version-carrying tensor, so the module's own
             # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
             # running module or the checkpointed one; None for any other (a closure).
             self.outside_write(buffer_key(new), lambda: old)
-        self.state.writing(key, lambda i: old)
+        i = self._input_behind(key)
+        self.state.writing(key, self._before_write(i, key, old), input_index=i)
         if self.recorder is not None and not self._fills(key, new):
             self.recorder.refuse("fn writes in place")
+
+    def _input_behind(self, key: Any) -> Optional[int]:
+        """The input whose buffer ``key`` is, or a view of (XLA: every view is a buffer of its own)."""
+        p = self.flow.producer.get(key, EXTERNAL)
+        return INPUT - p if p <= INPUT else None
+
+    def _before_write(self, i: Optional[int], key: Any, old: torch.Tensor) -> Callable[[int], torch.Tensor]:
+        """Input ``i``'s value before a write to buffer ``key``: ``old`` when the write is to the input
+        itself; for a write through a view of it, the input's own value below functionalization, which
+        the write has not reached yet (functionalization brings a base up to date only when it is next
+        read; an earlier write through any view took the copy already)."""
+        if i is None or self.state.input_keys.get(key) == i:
+            return lambda _: old
+        t = self.state.inputs[i]
+        assert t is not None  # inputs are let go only when the forward ends
+        return lambda _: torch._from_functional_tensor(t) if torch._is_functional_tensor(t) else t
 
     def _fills(self, key: Any, new: torch.Tensor) -> bool:
         """An in-place op that fills a fresh buffer: dropout's ``empty_like``, ``bernoulli_``, ``div_``.
@@ -112,5 +134,9 @@ class XlaForward(Forward):
 
     def on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+        if func in _LIFTS:
+            # ``torch.tensor(...)`` in fn: the mode sees only the lift of a tensor made below it. Fresh,
+            # nobody else holds it: fn writing it is no outside write (fn run again builds it anew).
+            self.own_keys.add(self.flow.outside_base.get(buffer_key(out), buffer_key(out)))
         if self.recorder is not None:
             self.recorder.view(func, args, kwargs, out)

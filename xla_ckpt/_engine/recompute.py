@@ -10,7 +10,7 @@ the recompute starts from is fenced on the incoming gradient (``_ir.replay_state
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Collection, Iterator, Optional
 
 import torch
 from torch.utils._pytree import tree_map
@@ -20,6 +20,7 @@ from xla_ckpt._engine import offload as _offload
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
+from xla_ckpt._base import xla_state
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
 from xla_ckpt._engine.replay import ReplayMode
@@ -86,13 +87,17 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
 
     def start(t: Any) -> Any:
         if isinstance(t, Absent):
-            shape, stride, dtype, device, requires_grad, functional = region.absent[t.index]
+            shape, stride, dtype, device, requires_grad, functional, written = region.absent[t.index]
             # Backward reads nothing of this input: a stand-in of its shape (the replay checks), of the
             # forward input's kind (XLA: functionalized or not), or fn's ops on it would replay as others.
             d = torch.empty_strided(shape, stride, dtype=dtype, device=device)
             if torch._is_functional_tensor(d) != functional:
                 d = torch._to_functional_tensor(d) if functional else torch._from_functional_tensor(d)
-            return d.requires_grad_(requires_grad)
+            d.requires_grad_(requires_grad)
+            if written and requires_grad:
+                with torch.enable_grad():  # fn writes to it (through a view, say): a non-leaf, as for ``written`` below
+                    d = d.clone()
+            return d
         if not isinstance(t, torch.Tensor):
             return t
         i = index.get(id(t))
@@ -194,7 +199,7 @@ class Recomputation:
         try:
             with contextlib.ExitStack() as stack:
                 if region.outside_written:
-                    stack.enter_context(outside_writes(region.outside_written, region.name))
+                    stack.enter_context(outside_writes(region.outside_written, region.name, _kept_buffers(region)))
                 for device_type, enabled, dtype in region.autocast:
                     stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
                 stack.enter_context(torch.enable_grad())
@@ -217,9 +222,11 @@ class Recomputation:
 
 
 @contextlib.contextmanager
-def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]], name: str) -> Iterator[None]:
+def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]], name: str,
+                   kept: Collection[Any] = ()) -> Iterator[None]:
     """The replay writes outside tensors (running statistics, counters) as the forward did: it starts
     from their values before the forward's first write, and they end as the replay found them.
+    ``kept``: buffers the region keeps, which these writes must leave as they are (``xla_state.assign``).
 
     So fn reads in the replay what it read in the forward (a cumulative average reads the count it
     just advanced), and a buffer is written once per step as without the library. The versions are
@@ -231,22 +238,32 @@ def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor
             "another module's buffer) on XLA; the recomputation would write it a second time. Register it as a "
             "buffer of the checkpointed module, pass it as an argument, or write it outside the checkpoint."
         )
-    with contextlib.ExitStack() as stack, _compat.without_callers_modes(), torch.no_grad():
+    with contextlib.ExitStack() as stack:
         now = []
-        for t, before in written.values():
-            if t.is_xla and not torch._is_functional_tensor(before):
-                before = torch._to_functional_tensor(before)  # XLA: the buffer below functionalization
-            stack.enter_context(_compat.preserve_version(t))
-            now.append((t, t.clone()))
-            t.copy_(before)
-        stack.callback(_put_back, now)
+        # Only these writes run without the caller's modes and grad: fn's replay itself runs in them
+        # (a FlopCounterMode around backward counts the replayed ops whether or not fn writes a buffer).
+        with _compat.without_callers_modes(), torch.no_grad():
+            for t, before in written.values():
+                if t.is_xla and not torch._is_functional_tensor(before):
+                    before = torch._to_functional_tensor(before)  # XLA: the buffer below functionalization
+                stack.enter_context(_compat.preserve_version(t))
+                now.append((t, t.clone()))
+                xla_state.assign(t, before, kept)
+        stack.callback(_put_back, now, kept)
         yield
 
 
-def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any]) -> None:
     with _compat.without_callers_modes(), torch.no_grad():
         for t, value in now:
-            t.copy_(value)
+            xla_state.assign(t, value, kept)
+
+
+def _kept_buffers(region: RegionState) -> set[Any]:
+    """XLA: the buffers of the outputs the region keeps (an outside write must not reach them)."""
+    if not region.outside_written or not any(t is not None and t.is_xla for t, _ in region.outside_written.values()):
+        return set()
+    return {_xla.buffer_key(t) for out, _ in region.cache.values() for t in tensors(out)}
 
 
 def recompute(state: RegionState) -> list[Any]:

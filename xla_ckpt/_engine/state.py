@@ -114,7 +114,8 @@ class RegionState:
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
         self.input_keys = {buffer_key(t): i for i, t in enumerate(self.inputs)}
         self.pristine: dict[int, torch.Tensor] = {}
-        self.absent: dict[int, tuple] = {}  # unread inputs: (shape, stride, dtype, device, requires_grad, functional)
+        # Unread inputs: (shape, stride, dtype, device, requires_grad, functional, written by fn).
+        self.absent: dict[int, tuple] = {}
         self.input_versions: tuple[int, ...] = ()
         # What autograd saved: storage -> slot indices, and each tensor's version when saved; slots
         # whose tensor fn wrote to after saving it (autograd would refuse them at backward).
@@ -206,16 +207,18 @@ class RegionState:
         assert kept == set(self.cache), f"kept {sorted(kept)} but cached {sorted(self.cache)}"
 
     # -- inputs and what autograd saved ---------------------------------------------------------
-    def writing(self, key: Any, before: Callable[[int], torch.Tensor], stale: bool = True) -> None:
+    def writing(self, key: Any, before: Callable[[int], torch.Tensor], stale: bool = True,
+                input_index: Optional[int] = None) -> None:
         """fn writes in place to the buffer ``key``: slots saved from it are stale, an input keeps its value.
 
         ``before(i)`` gives input i's value before the write (eager: a clone; XLA: the old tensor).
         ``stale=False``: a write the op's schema does not declare (a batch norm's running statistics):
         autograd saved the op's inputs before it and does not count the write, so neither do we.
+        ``input_index``: the input ``key`` is a view of (XLA, where a view is a buffer of its own).
         """
         if stale:
             self.dirty.update(self.packed_keys.get(key, ()))
-        i = self.input_keys.get(key)
+        i = self.input_keys.get(key) if input_index is None else input_index
         if i is not None and i not in self.pristine:
             self.pristine[i] = before(i)
 
@@ -251,7 +254,7 @@ class RegionState:
 
     def drop_inputs(self, unread: dict[int, tuple]) -> None:
         """Let go of inputs backward never reads (``unread``: index -> what a stand-in needs)."""
-        self.absent.update(unread)
+        self.absent.update({i: spec + (i in self.pristine,) for i, spec in unread.items()})
         gone = {id(self.inputs[i]): i for i in unread}
         self.args, self.kwargs = tree_map(
             lambda a: Absent(gone[id(a)]) if isinstance(a, torch.Tensor) and id(a) in gone else a,

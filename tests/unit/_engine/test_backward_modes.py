@@ -168,3 +168,38 @@ def test_only_the_callers_modes_are_taken_off_for_the_recompute_inputs():
     with FakeTensorMode():
         with _compat.without_callers_modes():
             assert isinstance(torch.empty(2), FakeTensor)
+
+
+def test_callers_mode_sees_the_replay_of_a_region_that_writes_a_buffer(device, direct):
+    """fn writes running statistics (an outside write the replay puts back): the caller's mode around
+    backward still sees the replayed ops, as for any region (the put-back once ran the whole replay with
+    the caller's modes off: a FlopCounterMode counted no recompute for a BatchNorm block)."""
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(8).to(device)
+    w = torch.randn(8, 8, device=device, requires_grad=True)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (bn(x @ w).tanh() @ w).sin()
+
+    x = torch.randn(4, 8, device=device, requires_grad=True)
+    ref_out = fn(x)
+    ref_out.sum().backward()
+    ref = [ref_out.detach().cpu(), x.grad.cpu(), w.grad.cpu(), bn.weight.grad.cpu(), bn.bias.grad.cpu()]
+    stats = [bn.running_mean.cpu(), bn.running_var.cpu(), bn.num_batches_tracked.cpu()]
+    bn.reset_running_stats()
+    for t in (x, w, bn.weight, bn.bias):
+        t.grad = None
+    out = xla_ckpt.checkpoint(fn, x, policy="nothing_saveable")
+    with OpCounter() as counter:
+        out.sum().backward()
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+    got = [out.detach().cpu(), x.grad.cpu(), w.grad.cpu(), bn.weight.grad.cpu(), bn.bias.grad.cpu()]
+    tol = XLA_TOL if device.type == "xla" else {"rtol": 0.0, "atol": 0.0}
+    torch.testing.assert_close(got, ref, **tol)
+    torch.testing.assert_close([bn.running_mean.cpu(), bn.running_var.cpu(), bn.num_batches_tracked.cpu()], stats,
+                               **tol)
+    # tanh runs again only in the recompute (its backward is tanh_backward).
+    assert counter.count(aten.tanh) >= 1, sorted(str(k) for k in counter.counts)
