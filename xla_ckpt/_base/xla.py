@@ -104,11 +104,13 @@ def buffer_key(t: torch.Tensor) -> Hashable:
         # (about 1,500 keys per default-GPT step on XLA).
         return ("xla", (_TENSOR_ID or _tensor_id())(t))
     storage = t.untyped_storage()
-    if t.is_meta:
-        # Meta storages have no address (data_ptr() is 0 for all): the StorageImpl itself is the
-        # identity, shared by views as a real buffer is (``xla_ckpt.estimate`` runs models on meta).
-        return (t.device, storage._cdata, storage.nbytes())
-    return (t.device, storage.data_ptr(), storage.nbytes())
+    n = storage.nbytes()
+    if n == 0 or t.is_meta:
+        # No address: data_ptr() is 0 for every empty storage (an expert no token is routed to:
+        # ``x[mask.nonzero()]``) and every meta one (``xla_ckpt.estimate`` runs models on meta), so
+        # all would be one buffer. The StorageImpl itself is the identity, shared by views as a buffer is.
+        return (t.device, storage._cdata, n)
+    return (t.device, storage.data_ptr(), n)
 
 
 _TENSOR_ID: Any = None
