@@ -13,7 +13,9 @@ order reversed every other round (bench/timing.py's ``round_order``). Each step 
 
 Per op = time / N. Ratios are per round against ``plain`` of the same round, then their median.
 Variants: ``plain``, ``empty_mode`` (a ``TorchDispatchMode`` that only calls the op: the floor any
-per-op dispatch mode pays in Python), and the engine under ``nothing_saveable``,
+per-op dispatch mode pays in Python), ``checking_floor`` (a mode that only checks each op against the
+ops of a known program and keys its tensors, saved tensors held by index: the least a forward reusing
+a known region's program pays, issue 31), and the engine under ``nothing_saveable``,
 ``everything_saveable`` and ``dots_saveable`` (a chain of ``sin`` has no dot: it saves nothing, as
 ``nothing_saveable``, but asks the policy per op).
 """
@@ -57,7 +59,42 @@ def _variants(n_ops: int) -> list[tuple[str, Callable[[Any], Any]]]:
         with Empty():
             return chain(x)
 
-    out = [("plain", chain), ("empty_mode", empty_mode)]
+    from xla_ckpt._base.xla import buffer_key
+
+    known: list[Any] = []  # the ops of the first call: the "known program" the floor checks against
+
+    class CheckingFloor(TorchDispatchMode):
+        """The least a forward that checks a known program pays per op (issue 31): is this the recorded
+        op, which recorded values are its tensor arguments; its output recorded as the next value."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.i = 0
+            self.producer: dict[Any, int] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            producer = self.producer
+            op = (func, tuple([producer.get(buffer_key(a), -1) for a in args if isinstance(a, torch.Tensor)]))
+            if len(known) <= self.i:
+                known.append(op)
+            elif op != known[self.i]:
+                raise RuntimeError(f"op {self.i} is {op}, the known program has {known[self.i]}")
+            out = func(*args, **(kwargs or {}))
+            producer[buffer_key(out)] = self.i
+            self.i += 1
+            return out
+
+    def checking_floor(x: Any) -> Any:
+        saved: list[Any] = []
+
+        def pack(t: Any) -> int:
+            saved.append(t)
+            return len(saved) - 1
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), CheckingFloor():
+            return chain(x)
+
+    out = [("plain", chain), ("empty_mode", empty_mode), ("checking_floor", checking_floor)]
     for p in ENGINE_POLICIES:
         out.append((p, lambda x, p=p: xla_ckpt.checkpoint(chain, x, policy=p)))
     return out
