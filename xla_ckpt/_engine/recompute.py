@@ -53,6 +53,9 @@ class EagerBackward:
     def settle(self, program: Any) -> None:
         assert program is None  # only XLA records a program
 
+    def kept(self, region: RegionState) -> Collection[Any]:
+        return ()  # a copy_ writes the buffer itself, which the region's kept values do not share
+
 
 class XlaBackward:
     """XLA's backward, one per region: its recorded program (``_engine.direct``) or ``fn`` again, fenced on
@@ -80,6 +83,11 @@ class XlaBackward:
 
     def visible(self) -> contextlib.AbstractContextManager[Any]:
         return _xla.einsum_visible()  # the replay sees einsum's bmm, as the forward did
+
+    def kept(self, region: RegionState) -> Collection[Any]:
+        """The buffers of the outputs the region keeps, which putting a buffer back must not write
+        (``xla_state.assign``)."""
+        return {_xla.buffer_key(t) for out, _ in region.cache.values() for t in tensors(out)}
 
 
 def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, dict]:
@@ -199,7 +207,7 @@ class Recomputation:
         try:
             with contextlib.ExitStack() as stack:
                 if region.outside_written:
-                    stack.enter_context(outside_writes(region.outside_written, region.name, _kept_buffers(region)))
+                    stack.enter_context(outside_writes(region.outside_written, region.name, region.backward.kept(region)))
                 for device_type, enabled, dtype in region.autocast:
                     stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
                 stack.enter_context(torch.enable_grad())
@@ -258,12 +266,6 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any
         for t, value in now:
             xla_state.assign(t, value, kept)
 
-
-def _kept_buffers(region: RegionState) -> set[Any]:
-    """XLA: the buffers of the outputs the region keeps (an outside write must not reach them)."""
-    if not region.outside_written or not any(t is not None and t.is_xla for t, _ in region.outside_written.values()):
-        return set()
-    return {_xla.buffer_key(t) for out, _ in region.cache.values() for t in tensors(out)}
 
 
 def recompute(state: RegionState) -> list[Any]:
