@@ -102,8 +102,11 @@ def _moe(variant: int, x: torch.Tensor, params: dict[str, torch.Tensor]) -> torc
         return out + x
     # dense: the gates scattered into (tokens, experts), every expert on every token
     dense = torch.zeros_like(probs).scatter(1, chosen, gates)
-    every = torch.einsum("tn,emn->tem", x, experts)
-    return (dense.unsqueeze(-1) * every).sum(1) + x
+    # matmul, not einsum: torch_xla's einsum saves both operands where it needs one, so on XLA the plain
+    # run raised at an ``experts`` modified after the forward (``AFTER``) where the checkpointed run, which
+    # sees einsum's decomposition, rightly returned the forward's grads (the comparison's false alarm).
+    every = torch.matmul(x.unsqueeze(0), experts.transpose(1, 2))  # (experts, tokens, N)
+    return (dense.t().unsqueeze(-1) * every).sum(0) + x
 
 
 class _SaveInputs(torch.autograd.Function):
