@@ -10,7 +10,9 @@ tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
 ``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
-modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too.
+modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too;
+what users train (``fuzz_user_kinds``: MoE top-k routing, a custom ``autograd.Function``, a ``no_grad``
+amax scaling, LoRA over a frozen weight, a nested checkpoint), each new parameter's grad compared too.
 Policies (``policy_specs``) decide by name, by op, by the op's position in the region, by its output's
 values, or plan the whole region, alone or combined.
 ``run`` executes one program (its forward inside the library's saved-tensor hooks, a parameter or
@@ -35,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import xla_ckpt
+from fuzz_user_kinds import USER_KINDS, USER_MENU, USER_PACKETS, user_grads, user_params, user_step
 from xla_ckpt import Decision, OpCall, policies
 
 aten = torch.ops.aten
@@ -75,6 +78,9 @@ STATEFUL = ("counter", "state_index")  # read Python-side state that changes bet
 NON_TENSOR_MENU: list[tuple[str, int, int]] = [("pair", 1, 2), ("pair_saved", 1, 2)]
 NON_TENSOR_KINDS = tuple(m[0] for m in NON_TENSOR_MENU)
 MENU += NON_TENSOR_MENU
+# What users train (``fuzz_user_kinds``): MoE routing, a custom autograd.Function, a no_grad statistic
+# scaling x, LoRA over a frozen weight, a nested checkpoint.
+MENU += USER_MENU
 KINDS = [m[0] for m in MENU]
 
 
@@ -126,6 +132,7 @@ class TablePolicy:
 
 _PACKETS = [aten.mm, aten.addmm, aten.sin, aten.tanh, aten.gelu, aten.native_layer_norm, aten._softmax,
             aten.native_dropout, aten.rand_like, aten.mul, aten.add, aten.cat, aten.index_select, aten.bmm, aten.div]
+_PACKETS += USER_PACKETS
 
 
 # Policies that decide by position or by value (issue 28: on XLA, saving the div and mul after a dropout
@@ -315,7 +322,8 @@ def _global_hook(mods: dict[str, torch.nn.Module], log: list) -> Any:
 
 
 def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter,
-          mods: Optional[dict[str, torch.nn.Module]] = None) -> Callable[..., Any]:
+          mods: Optional[dict[str, torch.nn.Module]] = None, inner: bool = False) -> Callable[..., Any]:
+    """The region's function; ``inner``: it runs checkpointed (``nested`` steps checkpoint again)."""
     def fn(a: torch.Tensor, *, b: torch.Tensor, unused: Any = None, ids: Optional[torch.Tensor] = None) -> Any:
         pool: list[torch.Tensor] = [a, b]
         fresh = [False, False]  # pool[i] is an intermediate made by fn (not an input)
@@ -380,6 +388,8 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = _fresh_step(k, s.variant, x[0])
             elif k in NON_TENSOR_KINDS:
                 y = _non_tensor_step(k, s.variant, x[0])
+            elif k in USER_KINDS:
+                y = user_step(k, s.variant, x[0], params, inner)
             else:  # pragma: no cover
                 raise AssertionError(k)
             pool.append(y)
@@ -620,7 +630,7 @@ def _hooks(kind: str) -> Any:
 # A tensor the caller modifies in place between forward and backward (None: none). Plain autograd
 # raises if it saved that tensor; the recompute must not silently read the new value (a class of
 # failure found by review: parameters read by recomputed ops were not checked).
-AFTER = (None, "w", "bias", "ln", "frozen", "a", "b")
+AFTER = (None, "w", "bias", "ln", "frozen", "a", "b", "lora_base", "experts")
 
 
 class _ReplayingThread:
@@ -703,7 +713,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     extra = {"unused": torch.randn(N, 2, generator=gen).to(device), "ids": torch.tensor(INDEX).to(device)}
     log: list[torch.Tensor] = []
     mods = _modules(gen, device, log)
-    fn = _body(steps, params, _Counter(), mods)
+    params.update(user_params(gen, device))  # drawn last: the other kinds' values stay as they were
+    fn = _body(steps, params, _Counter(), mods, inner=policy is not None)
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
     _seed(device)
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
@@ -741,6 +752,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     # modules' parameter grads and every buffer after backward.
     names += [f"hook record {i}" for i in range(len(log))]
     values += log
+    for n, g in user_grads({s.kind for s in steps}, params):
+        names.append(n)
+        values.append(g)
     used = {MODULES[s.variant] for s in steps if s.kind == "module"}
     for k in sorted(used):
         for n, p in mods[k].named_parameters():

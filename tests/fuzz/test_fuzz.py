@@ -25,6 +25,7 @@ import xla_ckpt
 from helpers import replay_kind
 from fuzz_programs import (AFTER, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, has_state, policy_specs,
                            programs, resolve, run)
+from fuzz_user_kinds import USER_KINDS
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 # XLA:CPU fuses the checkpointed and the plain graph differently: float32 reductions round differently.
@@ -158,6 +159,25 @@ def test_fuzz_outside_tensors_xla(xla_device, steps, spec, after, direct, verify
         ref = run(steps, xla_device, after=after)
         got = run(steps, xla_device, resolve(spec), verify=verify, after=after)
         _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps, after=after)
+
+
+# What users train (fuzz_user_kinds): MoE top-k routing, a custom autograd.Function, a no_grad amax
+# scaling, LoRA over a frozen weight, a nested checkpoint; among ordinary ops, in-place ops and dropout.
+USER = USER_KINDS + ("linear", "act", "add", "dropout", "inplace_last", "tag_last")
+
+
+@fuzz(0.2)
+@given(steps=focused_programs(USER), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER))
+def test_fuzz_user_kinds_cpu(steps, spec, hooks, after):
+    check(steps, spec, torch.device("cpu"), EXACT, hooks, after)
+
+
+@pytest.mark.xla
+@fuzz(0.1)
+@given(steps=focused_programs(USER), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans())
+def test_fuzz_user_kinds_xla(xla_device, steps, spec, after, direct):
+    with replay_kind(direct):
+        check(steps, spec, xla_device, XLA_TOL, after=after)
 
 
 @fuzz(0.3)

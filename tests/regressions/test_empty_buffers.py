@@ -59,3 +59,12 @@ def test_empty_tensors_have_buffers_of_their_own():
     a, b = torch.empty(0), torch.empty(0, 3)
     assert buffer_key(a) != buffer_key(b)
     assert buffer_key(b) == buffer_key(b[:, 1:]) == buffer_key(b.detach())  # views share their base's
+
+
+def test_fuzz_program_moe_routing_of_a_value_without_grad():
+    """The fuzz's program (``moe`` routing ``relu(b)``, which needs no grad; one expert gets no token)."""
+    import test_fuzz
+    from fuzz_programs import Step
+
+    steps = (Step("act", (1,), 3), Step("moe", (2,), 0))
+    assert test_fuzz.check(steps, "everything_saveable", torch.device("cpu"), test_fuzz.EXACT) == "exact"
