@@ -80,8 +80,8 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
     BatchNorm counter's ``add_(1)``, traced as ``add``, whose output the policy saves): the copy
     overwrote the kept value, and the replay read the counter as 0 (ZeroDivisionError in backward).
     A ``zero_`` first moves the wrapper to a new XLA tensor, which the copy then fills. Only then: a
-    replayed op that reads ``t`` is checked against the buffer the forward read (``_engine.outside``),
-    which a plain ``copy_`` keeps.
+    plain ``copy_`` keeps the XLA tensor ``t`` holds, so a replayed op that reads ``t`` matches the
+    forward's read by buffer (``_engine.outside.check_read``) instead of comparing values on the device.
     """
     if kept and t.is_xla and torch._is_functional_tensor(t) and (
             _xla.buffer_key(torch._from_functional_tensor(t)) in kept):

@@ -73,13 +73,21 @@ class XlaForward(Forward):
 
     def on_write(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """torch_xla traces an in-place op as a new value: ``old`` is the value before the write, ``new`` after."""
-        # XLA tensors are immutable underneath: the old value is the input's value before the write.
+        # XLA tensors are immutable underneath: ``old`` keeps the value before the write.
         key = buffer_key(old)
-        if key not in self.flow.producer and not (self.own_keys and self.flow.outside_base.get(key, key) in self.own_keys):
-            # From outside the region: the mode sees no version-carrying tensor, so the module's own
-            # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
-            # running module or the checkpointed one; None for any other (a closure).
-            self.outside_write(buffer_key(new), lambda: old)
+        flow = self.flow
+        if key not in flow.producer:
+            base = flow.outside_base.get(key)
+            if base is None and not (self.own_keys and key in self.own_keys):
+                # From outside the region: the mode sees no version-carrying tensor, so the module's own
+                # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
+                # running module or the checkpointed one; None for any other (a closure).
+                self.outside_write(buffer_key(new), lambda: old)
+            elif base is not None and base not in self.own_keys:
+                # Through a view of one (``self.buf.t().add_(1)``): the tensor still holds its buffer
+                # from before the write (functionalization updates it when next read), the value to start from.
+                src = flow.outside_tensor[base]
+                self.outside_write(base, lambda: src, pending=True)
         i = self._input_behind(key)
         self.state.writing(key, self._before_write(i, key, old), input_index=i)
         if self.recorder is not None and not self._fills(key, new):
@@ -118,9 +126,13 @@ class XlaForward(Forward):
         rec = self.state.records[p]
         return rec.info.random or rec.op.overloadpacket in FRESH
 
-    def outside_write(self, now: Any, before: Callable[[], torch.Tensor]) -> None:
-        """fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value."""
-        hit = by_buffer(_modules.current_module()).get(now) or by_buffer(owner_module(self.state.fn)).get(now)
+    def outside_write(self, now: Any, before: Callable[[], torch.Tensor], pending: bool = False) -> None:
+        """fn writes a tensor from outside the region, whose buffer is ``now``; ``before()``: its old value.
+
+        ``pending``: written through a view, ``now`` is the buffer the tensor holds until it is next read.
+        """
+        hit = (by_buffer(_modules.current_module(), pending).get(now)
+               or by_buffer(owner_module(self.state.fn), pending).get(now))
         self.state.writing_outside(now, hit[2] if hit is not None else None, before)
 
     def before_undeclared_write(self, targets: list[torch.Tensor]) -> None:

@@ -69,11 +69,16 @@ def _named(module: Optional[nn.Module]) -> Iterable[tuple[str, str, torch.Tensor
             *(("buffer", n, t) for n, t in module.named_buffers())]
 
 
-def by_buffer(module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
-    """The module's parameters and buffers by buffer key (the first name of a tensor shared under two)."""
+def by_buffer(module: Optional[nn.Module], pending: bool = False) -> dict[Any, tuple[str, str, torch.Tensor]]:
+    """The module's parameters and buffers by buffer key (the first name of a tensor shared under two).
+
+    ``pending`` (XLA): keyed by the buffer each tensor holds below functionalization now, before a write
+    through one of its views reaches it (the key of the tensor itself brings it up to date first).
+    """
     out: dict[Any, tuple[str, str, torch.Tensor]] = {}
     for kind, n, t in _named(module):
-        out.setdefault(buffer_key(t), (kind, n, t))
+        u = torch._from_functional_tensor(t) if pending and torch._is_functional_tensor(t) else t
+        out.setdefault(buffer_key(u), (kind, n, t))
     return out
 
 

@@ -54,7 +54,8 @@ class EagerBackward:
         assert program is None  # only XLA records a program
 
     def kept(self, region: RegionState) -> Collection[Any]:
-        return ()  # a copy_ writes the buffer itself, which the region's kept values do not share
+        """None: eager ``copy_`` writes the buffer itself, which no kept value of the region is."""
+        return ()
 
 
 class XlaBackward:
@@ -265,7 +266,6 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any
     with _compat.without_callers_modes(), torch.no_grad():
         for t, value in now:
             xla_state.assign(t, value, kept)
-
 
 
 def recompute(state: RegionState) -> list[Any]:

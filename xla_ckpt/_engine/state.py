@@ -27,6 +27,7 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.outside import Watch
+from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
 from xla_ckpt._ir.record import Record, stand_in, tensors
 from xla_ckpt._ir.replay_state import autocast_state, devices
@@ -114,6 +115,10 @@ class RegionState:
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
         self.input_keys = {buffer_key(t): i for i, t in enumerate(self.inputs)}
         self.pristine: dict[int, torch.Tensor] = {}
+        # Inputs that share memory (one a view of another, the same tensor twice): a replay starting
+        # from a copy of one cannot repeat a write on the others, so fn writing one is an error.
+        self.aliased = aliased_inputs(self.inputs, self.input_keys)
+        self.aliased_write: Optional[int] = None
         # Unread inputs: (shape, stride, dtype, device, requires_grad, functional, written by fn).
         self.absent: dict[int, tuple] = {}
         self.input_versions: tuple[int, ...] = ()
@@ -219,6 +224,9 @@ class RegionState:
         if stale:
             self.dirty.update(self.packed_keys.get(key, ()))
         i = self.input_keys.get(key) if input_index is None else input_index
+        if self.aliased and i is not None and self.aliased_write is None and (
+                i in self.aliased or key in self.aliased):
+            self.aliased_write = i
         if i is not None and i not in self.pristine:
             self.pristine[i] = before(i)
 
@@ -297,7 +305,16 @@ class RegionState:
         return cached
 
     def check_inputs(self) -> None:
-        """An input modified in place after the forward is an error, as autograd's version check is."""
+        """An input modified in place after the forward is an error, as autograd's version check is; so
+        is fn writing an input that shares memory with another (``aliased``)."""
+        if self.aliased_write is not None:
+            raise CheckpointError(
+                f"the checkpointed function {self.name} writes in place to one of its inputs "
+                f"{', '.join(f'#{i}' for i in sorted(i for i in self.aliased if isinstance(i, int)))}, which share "
+                "memory (one a view of another, or the same tensor passed twice): the "
+                "recomputation starts from copies and cannot repeat the write on both. Pass the base tensor "
+                "once and take the view inside the function, or clone one of them before the checkpoint."
+            )
         for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
             if t is not None and t._version != v:
                 raise CheckpointError(
@@ -306,3 +323,4 @@ class RegionState:
                     f"-> {t._version}); the recomputation needs its value from the forward. Clone it before "
                     "modifying it (autograd raises the same error for tensors it saves)."
                 )
+

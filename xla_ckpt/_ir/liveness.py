@@ -16,13 +16,13 @@ views are mapped to their base's producer as they run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from xla_ckpt._base.xla import buffer_key
 
-__all__ = ["Liveness", "Dataflow", "analyse", "INPUT", "EXTERNAL"]
+__all__ = ["Liveness", "Dataflow", "analyse", "aliased_inputs", "INPUT", "EXTERNAL"]
 
 # Producer codes below zero: -1 external (parameters, closures), INPUT - i: region input i.
 EXTERNAL = -1
@@ -155,3 +155,27 @@ class Dataflow:
         for p in lv.live:
             keys.update(self.dep_keys[p])
         return keys
+
+
+def aliased_inputs(inputs: list[Optional[torch.Tensor]], keys: dict[Any, int]) -> set[Any]:
+    """Indices (and buffer keys) of inputs that share memory with another input: by storage (eager: a
+    view shares its base's) or, where each view is a buffer of its own (XLA), by autograd's ``_base``."""
+    if len(inputs) < 2:
+        return set()
+    out: set[Any] = set()
+    roots: dict[int, int] = {}
+    for i, t in enumerate(inputs):
+        if t is None:
+            continue
+        root = id(t._base if t._base is not None else t)
+        j = roots.setdefault(root, i)
+        if j != i:
+            out.update((i, j))
+    if len(keys) < sum(t is not None for t in inputs):  # two inputs on one buffer (eager storage, XLA twice)
+        seen: dict[Any, int] = {}
+        for i, t in enumerate(inputs):
+            if t is not None:
+                k = buffer_key(t)
+                if seen.setdefault(k, i) != i:
+                    out.update((i, seen[k], k))
+    return out

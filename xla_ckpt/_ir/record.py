@@ -56,13 +56,14 @@ def _collect(x: Any, out: list[torch.Tensor]) -> None:
         out.extend(t for t in tree_leaves(x) if isinstance(t, torch.Tensor))
 
 
-# Functionalization turns views into *_copy ops on XLA: they are views for our purposes.
-_VIEW_COPIES = frozenset(
-    {aten.t_copy, aten.view_copy, aten.transpose_copy, aten.permute_copy, aten.expand_copy, aten._unsafe_view,
-     aten.alias_copy, aten.slice_copy, aten.select_copy, aten.split_copy, aten.split_with_sizes_copy,
-     aten.unsqueeze_copy, aten.squeeze_copy, aten.as_strided_copy, aten.diagonal_copy, aten.unbind_copy,
-     aten.detach_copy}
-)
+# Functionalization turns views into *_copy ops on XLA: they are views for our purposes. Which ones
+# comes from their schema (``Tag.view_copy``): a list by hand missed ``unfold_copy`` and
+# ``view_as_complex_copy``, so a write through ``t.unfold(...)`` did not count as one to ``t`` (silently
+# wrong gradients). ``_unsafe_view`` has no tag; ``narrow_copy`` is tagged but is a real copy a user
+# calls (``narrow`` reaches functionalization as ``slice``).
+_VIEW_COPY_TAG = torch.Tag.view_copy
+_VIEW_COPIES = frozenset({aten._unsafe_view})
+_NOT_VIEWS = frozenset({aten.narrow_copy})
 # Neither decided nor replayed by position, just run:
 # - detach / lift_fresh: emitted or skipped depending on context (torch's own SAC ignores them too);
 # - views: free to replay, must alias their replayed base, and on XLA functionalization emits a
@@ -132,12 +133,13 @@ def op_info(op: Any) -> OpInfo:
     if info is None:
         packet = op.overloadpacket
         propagate = op._schema.name == "aten::_propagate_xla_data"
-        skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate
         writes = _UNDECLARED_WRITES.get(packet) or tuple(
             (a.name if a.kwarg_only else i)
             for i, a in enumerate(op._schema.arguments)
             if a.alias_info is not None and a.alias_info.is_write
         )
+        skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate or (
+            _VIEW_COPY_TAG in op.tags and packet not in _NOT_VIEWS and not writes)  # ``out=`` forms write
         random = torch.Tag.nondeterministic_seeded in op.tags
         info = _INFO[op] = OpInfo(
             skipped=skipped,
