@@ -175,3 +175,34 @@ def test_buffer_written_through_an_unfold_view_once(policy, device):
     out.sum().backward()
     torch.testing.assert_close(m.seen.cpu(), torch.full((4, 4), 2.0))
     torch.testing.assert_close(x.grad.cpu(), torch.full((4, 4), 2.0))
+
+
+def _scaled_by_a_weight(t, w):
+    t.mul_(w[0, 0])  # t needs no grad until this write
+    return (F.linear(t.sin(), w),)
+
+
+def _scaled_through_a_view(t, w):
+    t.t()[1].mul_(w[0, 1])
+    return (F.linear(t.sin(), w),)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "general"])
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("fn", [_scaled_by_a_weight, _scaled_through_a_view])
+def test_input_without_grad_written_with_a_value_that_needs_grad(fn, policy, device, direct):
+    """The replay starts the input as fn got it, needing no grad (it started it as the forward left it:
+    needing grad, one more saved tensor, and a false "recomputation saved 5 tensors" error)."""
+    w = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
+
+    def step(checkpointed: bool) -> list[torch.Tensor]:
+        t = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)).to(device)
+        w.grad = None
+        with replay_kind(direct):
+            out = xla_ckpt.checkpoint(fn, t, w, policy=policy) if checkpointed else fn(t, w)
+        out[0].sum().backward()
+        assert w.grad is not None
+        return [out[0].detach().cpu(), w.grad.cpu()]
+
+    tol = test_fuzz.XLA_TOL if device.type == "xla" else test_fuzz.EXACT
+    torch.testing.assert_close(step(True), step(False), **tol)

@@ -115,7 +115,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
         d = base.detach()
         if fence is not None and _xla.is_xla(d):
             d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
-        d = d.detach().requires_grad_(t.requires_grad)
+        d = d.detach().requires_grad_(region.input_grad[i] if i is not None else t.requires_grad)
         if written:
             # fn writes to this input: replay on a fresh copy of its value before the first write
             # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).

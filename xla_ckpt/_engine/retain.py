@@ -70,7 +70,7 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     rules.finish(region, flow, lv)
     if flow.shared_inputs:
         return lv.live
-    unread = {i: (t.shape, t.stride(), t.dtype, t.device, t.requires_grad, torch._is_functional_tensor(t))
+    unread = {i: (t.shape, t.stride(), t.dtype, t.device, region.input_grad[i], torch._is_functional_tensor(t))
               for i, t in enumerate(region.inputs) if t is not None and i not in lv.inputs}
     if unread:
         region.drop_inputs(unread)

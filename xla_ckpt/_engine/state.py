@@ -114,6 +114,9 @@ class RegionState:
         self.cache: dict[int, tuple[Any, Versions]] = {}
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
         self.input_keys = {buffer_key(t): i for i, t in enumerate(self.inputs)}
+        # As fn got them: a write with a value that needs grad (``t.mul_(w[0, 0])``) makes an input need
+        # grad after the forward, and the replay must start from it as the forward did.
+        self.input_grad = tuple(t.requires_grad for t in inputs)
         self.pristine: dict[int, torch.Tensor] = {}
         # Inputs that share memory (one a view of another, the same tensor twice): a replay starting
         # from a copy of one cannot repeat a write on the others, so fn writing one is an error.
