@@ -1,8 +1,10 @@
 """Random programs for the differential fuzz test: a menu of ops, run with and without checkpointing.
 
 A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
-engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
-fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
+engines before: matmuls, activations, norms, dropout and other random ops, views (among them unfold,
+view_as_complex / view_as_real, which XLA functionalizes as ``*_copy`` ops), in-place ops on fresh
+intermediates (right after the op that made them, also through those views) and on region inputs,
+region inputs sharing memory (``alias_input``: views of b passed alongside it, read or written), cat/split, index ops,
 tags, Python-side state read by fn (a scale, a tensor constant built from it), tensors from outside fn
 read through views, tuple/dict outputs,
 keyword arguments, inputs without grad, an unused and an int64 region input, a frozen parameter;
@@ -10,7 +12,8 @@ tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
 ``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
-modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too;
+modules with hooks and buffers (``MODULES``, one writing its buffer through a view), whose hook records
+and buffers are compared too;
 what users train (``fuzz_user_kinds``: MoE top-k routing, a custom ``autograd.Function``, a ``no_grad``
 amax scaling, LoRA over a frozen weight, a nested checkpoint), each new parameter's grad compared too.
 Policies (``policy_specs``) decide by name, by op, by the op's position in the region, by its output's
