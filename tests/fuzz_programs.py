@@ -1,8 +1,10 @@
 """Random programs for the differential fuzz test: a menu of ops, run with and without checkpointing.
 
 A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
-engines before: matmuls, activations, norms, dropout and other random ops, views, in-place ops on
-fresh intermediates (right after the op that made them) and on region inputs, cat/split, index ops,
+engines before: matmuls, activations, norms, dropout and other random ops, views (among them unfold,
+view_as_complex / view_as_real, which XLA functionalizes as ``*_copy`` ops), in-place ops on fresh
+intermediates (right after the op that made them, also through those views) and on region inputs,
+region inputs sharing memory (``alias_input``: views of b passed alongside it, read or written), cat/split, index ops,
 tags, Python-side state read by fn (a scale, a tensor constant built from it), tensors from outside fn
 read through views, tuple/dict outputs,
 keyword arguments, inputs without grad, an unused and an int64 region input, a frozen parameter;
@@ -10,7 +12,8 @@ tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
 with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
 ``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
-modules with hooks and buffers (``MODULES``), whose hook records and buffers are compared too;
+modules with hooks and buffers (``MODULES``, one writing its buffer through a view), whose hook records
+and buffers are compared too;
 what users train (``fuzz_user_kinds``: MoE top-k routing, a custom ``autograd.Function``, a ``no_grad``
 amax scaling, LoRA over a frozen weight, a nested checkpoint), each new parameter's grad compared too.
 Policies (``policy_specs``) decide by name, by op, by the op's position in the region, by its output's
@@ -59,7 +62,7 @@ FRESH_KINDS = tuple(m[0] for m in FRESH_MENU)
 # (kind, number of operands, number of variants)
 MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
-    ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 3), ("inplace_last", 0, 4), ("inplace_input", 0, 1),
+    ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1), ("outside_view", 1, 3),
 ] + FRESH_MENU
@@ -70,8 +73,15 @@ MENU: list[tuple[str, int, int]] = [
 # values) and every buffer after backward, and a global forward hook records each module call.
 # "written": a forward hook that writes its module's output in place and returns None (the replay skipped
 # the write and the grads were silently wrong); with ``inplace_last`` fn writes a hook's result in place.
-MENU += [("module", 1, 6)]
-MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written")
+# "buffer_unfold" / "buffer_t": a module writing its own buffer through a view (unfold, a row of its
+# transpose) and reading it (on XLA the unfold write was taken for a new value; a false CheckpointError).
+MENU += [("module", 1, 8)]
+MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t")
+# Region inputs that share memory (``bt = b.t()``, ``bs = b[1:3]``, passed only to programs with an
+# "alias_input" step): variants 0-1 read them (exact), 2-4 write one of them (a view of b, or b itself);
+# fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
+# on XLA it was silently wrong grads). ``Outcome.aliased_written`` says whether the plain run wrote one.
+MENU += [("alias_input", 1, 5)]
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
@@ -276,12 +286,28 @@ class _Counting(torch.nn.Module):
         return x * (1.0 + 0.25 * self.count)
 
 
+class _BufferView(torch.nn.Module):
+    """Writes its own buffer through a view (``unfold`` or a row of its transpose), then reads it."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.register_buffer("buf", torch.arange(N * N, dtype=torch.float32).reshape(N, N) * 0.125)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "unfold":
+            self.buf.unfold(1, 2, 2).add_(1.0)
+            return x * self.buf + x  # the mul saves the buffer: a second call's write is autograd's error
+        self.buf.t()[0].add_(1.0)
+        return x + self.buf.t()
+
+
 def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str, torch.nn.Module]:
     """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares."""
     mods: dict[str, torch.nn.Module] = {
         "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
-        "written": torch.nn.Linear(N, N),
+        "written": torch.nn.Linear(N, N), "buffer_unfold": _BufferView("unfold"), "buffer_t": _BufferView("t"),
     }
     with torch.no_grad():
         for m in mods.values():
@@ -324,7 +350,8 @@ def _global_hook(mods: dict[str, torch.nn.Module], log: list) -> Any:
 def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Counter,
           mods: Optional[dict[str, torch.nn.Module]] = None, inner: bool = False) -> Callable[..., Any]:
     """The region's function; ``inner``: it runs checkpointed (``nested`` steps checkpoint again)."""
-    def fn(a: torch.Tensor, *, b: torch.Tensor, unused: Any = None, ids: Optional[torch.Tensor] = None) -> Any:
+    def fn(a: torch.Tensor, *, b: torch.Tensor, unused: Any = None, ids: Optional[torch.Tensor] = None,
+           bt: Optional[torch.Tensor] = None, bs: Optional[torch.Tensor] = None) -> Any:
         pool: list[torch.Tensor] = [a, b]
         fresh = [False, False]  # pool[i] is an intermediate made by fn (not an input)
         for s in steps:
@@ -345,12 +372,15 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
             elif k == "rand_mask":
                 y = x[0] * (torch.rand_like(x[0]) > 0.5) if s.variant == 0 else x[0] * torch.randn_like(x[0])
             elif k == "view":
-                y = [lambda t: t.t(), lambda t: t.reshape(2, 8).reshape(N, N), lambda t: t[1:].sum(0).expand(N, N)][s.variant](x[0])
+                y = _view(s.variant, x[0])
             elif k == "inplace_last":
                 if not fresh[-1]:
                     continue
                 t = pool[-1]
-                [lambda: t.mul_(0.5), lambda: t.add_(1.0), lambda: t.sigmoid_(), lambda: t.clamp_(-1, 1)][s.variant]()
+                [lambda: t.mul_(0.5), lambda: t.add_(1.0), lambda: t.sigmoid_(), lambda: t.clamp_(-1, 1),
+                 # written through views XLA sees as view_as_complex_copy and unfold_copy
+                 lambda: torch.view_as_complex(t.reshape(N, N // 2, 2)).mul_(1j),
+                 lambda: t.unfold(1, 2, 2).add_(1.0)][s.variant]()
                 continue
             elif k == "inplace_input":
                 b.add_(0.5)
@@ -381,6 +411,9 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 r = int(4 * counter.next()) % N
                 idx = torch.tensor(INDEX[r:] + INDEX[:r], device=x[0].device)
                 y = x[0].index_select(0, idx)
+            elif k == "alias_input":
+                assert bt is not None and bs is not None
+                y = _alias_step(s.variant, x[0], b, bt, bs)
             elif k == "module":
                 assert mods is not None
                 y = mods[MODULES[s.variant]](x[0])
@@ -402,6 +435,46 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
         return last[-1]
 
     return fn
+
+
+def _view(variant: int, t: torch.Tensor) -> torch.Tensor:
+    """A (4, 4) view of ``t`` (a copy where reshape must copy); 3-5 pass through the views XLA
+    functionalizes as ``unfold_copy``, ``view_as_complex_copy`` and ``view_as_real_copy``."""
+    if variant == 0:
+        return t.t()
+    if variant == 1:
+        return t.reshape(2, 8).reshape(N, N)
+    if variant == 2:
+        return t[1:].sum(0).expand(N, N)
+    if variant == 3:
+        return t.unfold(1, 2, 2).flatten(1)
+    if variant == 4:
+        return t.unfold(0, N, 1)[0]  # (1, 4, 4): t transposed
+    return torch.view_as_real(torch.view_as_complex(t.reshape(N, N // 2, 2))).reshape(N, N)
+
+
+def _alias_step(variant: int, x: torch.Tensor, b: torch.Tensor, bt: torch.Tensor, bs: torch.Tensor) -> torch.Tensor:
+    """Reads (0-1) or writes (2: ``bt``, 3: ``bs``, 4: ``b``) the region inputs that share memory."""
+    if variant == 0:
+        return x + bt
+    if variant == 1:
+        return x * bs.repeat(2, 1)
+    if variant == 2:
+        bt.mul_(0.5)
+        return x * bt
+    if variant == 3:
+        bs.add_(1.0)
+        return x + b
+    b.add_(0.5)
+    return x - bt
+
+
+ALIAS_WRITES = (2, 3, 4)
+
+
+def uses_alias(steps: tuple[Step, ...]) -> bool:
+    """Whether the program gets the inputs sharing memory with b (``bt``, ``bs``)."""
+    return any(s.kind == "alias_input" for s in steps)
 
 
 def _fresh_step(kind: str, variant: int, x: torch.Tensor) -> torch.Tensor:
@@ -612,6 +685,7 @@ class Outcome:
     values: list[torch.Tensor]  # each output, loss, grad of a, grads of params, b (None -> absent)
     names: list[str]
     rng: Any  # (CPU generator state, torch_xla's running seed or None), read after backward
+    aliased_written: bool = False  # fn wrote b or a view of it while it had inputs sharing b's memory
 
 
 # The library's saved-tensor hooks around the forward, with or without a region: autograd skips its
@@ -711,6 +785,8 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     cot = torch.randn(3, N, N, generator=gen).to(device)
     # The region also takes a tensor it never reads and an int64 one (issue 28's region did).
     extra = {"unused": torch.randn(N, 2, generator=gen).to(device), "ids": torch.tensor(INDEX).to(device)}
+    if uses_alias(steps):  # inputs sharing b's memory, only for programs that use them
+        extra.update(bt=b.t(), bs=b[1:3])
     log: list[torch.Tensor] = []
     mods = _modules(gen, device, log)
     params.update(user_params(gen, device))  # drawn last: the other kinds' values stay as they were
@@ -721,9 +797,11 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     with other:  # the RNG state is read after the other thread stopped (a replay sets it for a moment)
         try:
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
+            version = b._version  # shared with its views: bumped by any write through b, bt or bs
             with _hooks(hooks), _global_hook(mods, log):
                 out = fn(a, b=b, **extra) if policy is None else xla_ckpt.checkpoint(
                     fn, a, b=b, **extra, policy=policy, verify=verify)
+            aliased_written = uses_alias(steps) and b._version != version
             if after is not None:
                 with torch.no_grad():
                     {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
@@ -742,7 +820,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             xla_rng = _xla_rng(device)
             _sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError
-            return Outcome(e, [], names, None)
+            return Outcome(e, [], names, None, uses_alias(steps) and b._version != version)
     if policy is not None and not verify and not _planning(policy):
         assert _PHASE["reruns"] == 0, f"a saved custom op with a non-tensor output ran {_PHASE['reruns']}x in backward"
     # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).
@@ -764,7 +842,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             names.append(f"{k}.{n}")
             values.append(t)
     return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names,
-                   (torch.get_rng_state(), xla_rng))
+                   (torch.get_rng_state(), xla_rng), aliased_written)
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:
