@@ -48,13 +48,24 @@ for fn in (through_unfold, through_complex, through_t):
         xla_ckpt.checkpoint(fn, x, policy=policy).pow(2).sum().backward()
         torch_xla.sync()
         torch.testing.assert_close(x.grad.cpu(), ref, rtol=1e-5, atol=1e-5)
+
+# The fuzz's program (a fresh chain's expand-reshape copy written through view_as_complex / unfold views).
+from fuzz_programs import Step
+from helpers import replay_kind
+import test_fuzz
+for variant in (4, 5):
+    with replay_kind(True):
+        assert test_fuzz.check((Step("view_chain", (0,), 2269), Step("inplace_last", (), variant)),
+                               "nothing_saveable", d, test_fuzz.XLA_TOL) == "exact"
 print("exact")
 """
 
 
 @pytest.mark.xla
 def test_output_viewing_a_tensor_written_through_another_view():
-    env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": ROOT_DIR}
+    tests = os.path.join(ROOT_DIR, "tests")
+    env = {**os.environ, "PJRT_DEVICE": "CPU",
+           "PYTHONPATH": os.pathsep.join([ROOT_DIR, tests, os.path.join(tests, "fuzz")])}
     proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
     assert proc.stdout.strip().splitlines()[-1] == "exact", proc.stdout
