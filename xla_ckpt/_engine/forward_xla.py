@@ -90,6 +90,8 @@ class XlaForward(Forward):
                 self.outside_write(base, lambda: src, pending=True)
         i = self._input_behind(key)
         self.state.writing(key, self._before_write(i, key, old), input_index=i)
+        if flow.view_root:
+            self.state.stale_views(flow.view_root.get(key, key), flow.view_root)
         if self.recorder is not None and not self._fills(key, new):
             self.recorder.refuse("fn writes in place")
 

@@ -233,6 +233,13 @@ class RegionState:
         if i is not None and i not in self.pristine:
             self.pristine[i] = before(i)
 
+    def stale_views(self, root: Any, view_root: dict[Any, Any]) -> None:
+        """fn wrote buffer ``root`` or a view of it (XLA, where each view is a buffer of its own): slots
+        saved from any view of it are stale too (autograd's views share their base's version counter)."""
+        for k, slots in self.packed_keys.items():
+            if view_root.get(k, k) == root:
+                self.dirty.update(slots)
+
     def writing_outside(self, key: Any, t: Optional[torch.Tensor], before: Callable[[], torch.Tensor]) -> None:
         """fn writes in place to ``t`` (buffer ``key``), which no op of the region made and no input is.
 

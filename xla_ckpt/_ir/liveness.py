@@ -93,6 +93,9 @@ class Dataflow:
         # XLA: the base tensor behind each such buffer (a closure, a parameter, a constant fn built):
         # a replay that reads it through views again is checked against it (``_engine.outside``).
         self.outside_tensor: dict[Any, torch.Tensor] = {}
+        # XLA: the buffer each view of a region value views, through chains of views (autograd's views
+        # share their base's version counter: a write through one makes what was saved from another stale).
+        self.view_root: dict[Any, Any] = {}
         keys = [buffer_key(t) for t in inputs]
         # Inputs that share a buffer are read through each other: keep them together (never dropped).
         self.shared_inputs = len(set(keys)) != len(keys)
@@ -135,12 +138,17 @@ class Dataflow:
                 if isinstance(t, torch.Tensor):
                     self.outside_base[buffer_key(t)] = base
             return
+        root = self.view_root.get(base, base)
         if isinstance(out, torch.Tensor):
-            self.producer[buffer_key(out)] = p
+            k = buffer_key(out)
+            self.producer[k] = p
+            self.view_root[k] = root
             return
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor):
-                self.producer[buffer_key(t)] = p
+                k = buffer_key(t)
+                self.producer[k] = p
+                self.view_root[k] = root
 
     def pack(self, key: Any) -> None:
         self.packed.append(self.producer.get(key, EXTERNAL))
