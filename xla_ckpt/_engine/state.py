@@ -333,4 +333,3 @@ class RegionState:
                     f"-> {t._version}); the recomputation needs its value from the forward. Clone it before "
                     "modifying it (autograd raises the same error for tensors it saves)."
                 )
-
