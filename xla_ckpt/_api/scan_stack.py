@@ -27,7 +27,7 @@ from xla_ckpt._api import hf as _hf
 from xla_ckpt._api import scan as _scan
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.replay_state import autocast_state
+from xla_ckpt._ir.autocast import autocast_state
 
 __all__ = ["ScanStack", "ScanForward", "backward_hooked"]
 

@@ -91,6 +91,19 @@ class XlaBackward:
         return {_xla.buffer_key(t) for out, _ in region.cache.values() for t in tensors(out)}
 
 
+def _as_cacheable(d: torch.Tensor, cacheable: bool) -> torch.Tensor:
+    """``d``, a non-leaf (an alias) when the forward's input was not one autocast caches casts of.
+
+    Autocast caches the cast of a leaf that requires grad: a block whose input is the previous layer's
+    output (a non-leaf) casts it at each linear in forward, and once in a replay on a leaf, a false
+    ``CheckpointError`` (q, k and v projections of one input under the caller's autocast).
+    """
+    if cacheable or not d.requires_grad or not d.is_leaf:
+        return d
+    with torch.enable_grad():
+        return d.view_as(d)
+
+
 def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, dict]:
     index = {id(t): i for i, t in enumerate(region.inputs) if t is not None}
 
@@ -106,7 +119,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
             if written and requires_grad:
                 with torch.enable_grad():  # fn writes to it (through a view, say): a non-leaf, as for ``written`` below
                     d = d.clone()
-            return d
+            return _as_cacheable(d, region.input_cacheable[t.index])
         if not isinstance(t, torch.Tensor):
             return t
         i = index.get(id(t))
@@ -121,7 +134,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
             # (a non-leaf, so the replayed in-place op is allowed on it as it was in forward).
             with torch.enable_grad():
                 d = d.clone()
-        return d
+        return d if i is None else _as_cacheable(d, region.input_cacheable[i])
 
     args, kwargs = region.args, region.kwargs
     if all(map(_flat, args)) and all(map(_flat, kwargs.values())):
@@ -196,7 +209,7 @@ class Recomputation:
                 args, kwargs = _replay_inputs(region, fence)
         if program is not None:
             with contextlib.ExitStack() as stack:
-                for device_type, _, _ in region.autocast:  # the recorded ops are autocast's outputs already
+                for device_type in region.autocast.types:  # the recorded ops are autocast's outputs already
                     stack.enter_context(torch.autocast(device_type, enabled=False))
                 outputs = program.run(region, fence, _barrier)
             region.outside.refresh()
@@ -209,8 +222,9 @@ class Recomputation:
             with contextlib.ExitStack() as stack:
                 if region.outside_written:
                     stack.enter_context(outside_writes(region.outside_written, region.name, region.backward.kept(region)))
-                for device_type, enabled, dtype in region.autocast:
-                    stack.enter_context(torch.autocast(device_type, dtype=dtype, enabled=enabled))
+                # The forward's nesting count and an empty cast cache too: which weight casts fn
+                # runs depends on both (``_ir/autocast.py``).
+                stack.enter_context(region.autocast.restored())
                 stack.enter_context(torch.enable_grad())
                 stack.enter_context(_saved.recomputing(self))
                 stack.enter_context(user_hooks.guarding())

@@ -27,6 +27,7 @@ from xla_ckpt._engine.state import RegionState
 __all__ = ["ReplayMode", "hint"]
 
 RECOMPUTE = Decision.RECOMPUTE
+_TO_COPY = torch.ops.aten._to_copy.default
 
 def hint(func: Any, module: str) -> str:
     """Why a replayed position may differ from the forward, and how to fix it."""
@@ -67,28 +68,64 @@ class ReplayMode(TorchDispatchMode):
                 self._alias(args, out)
             return out
         region, pos = self.region, self.pos
-        self.pos += 1
         records = region.records
         if pos >= len(records):
+            if self._recast(func, args, kwargs):
+                return func(*args, **kwargs)
             raise CheckpointError(
                 f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {hint(func, '')}"
             )
         rec = records[pos]
         if rec.op != func:
+            if self._recast(func, args, kwargs):
+                return func(*args, **kwargs)
             raise CheckpointError(
                 f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
-                f"recompute ran {func}. {hint(func, rec.module)}"
+                f"recompute ran {func}. {self._cast_hint(func) or hint(func, rec.module)}"
             )
         sig, reads = arg_scan(args, kwargs)
         bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
+        if bad is not None and self._recast(func, args, kwargs):
+            return func(*args, **kwargs)
+        self.pos += 1
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
-                f"than in forward ({bad}). {hint(func, rec.module)}"
+                f"than in forward ({bad}). {self._cast_hint(func) or hint(func, rec.module)}"
             )
         # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
         return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
+
+    def _recast(self, func: Any, args: tuple, kwargs: dict) -> bool:
+        """Autocast casts a weight here that the forward found in autocast's cache, cast before the region.
+
+        Only under the caller's autocast (nesting above 0 when the region started): the cache then holds
+        casts made before the region, and the recompute starts without them (``_ir/autocast.py``). The
+        cast runs outside the record (no position); what reads it is checked as any outside read is
+        (same values as the forward's cast, ``outside.check_read``). On XLA the mode sees tensors below
+        autograd (no leaf to recognise): the recorded program, the default there, reads the forward's cast.
+        """
+        state = self.region.autocast
+        if func is not _TO_COPY or not state.nesting or not state.cache or not args:
+            return False
+        t = args[0]
+        # torch's rule for a cacheable cast (aten/src/ATen/autocast_mode.h, cached_cast).
+        if not (isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad and not t._is_view()
+                and t.dtype == torch.float32):
+            return False
+        # Not ``is_autocast_enabled``: autocast's own kernel runs with its key excluded, so it reads False here.
+        return kwargs.get("dtype") == torch.get_autocast_dtype(t.device.type)
+
+    def _cast_hint(self, func: Any) -> str:
+        """Why an unexpected cast under the caller's autocast is likely the cache's (where ``_recast`` cannot tell)."""
+        if func is not _TO_COPY or not self.region.autocast.nesting:
+            return ""
+        return ("Likely cause: autocast's cast cache. The region ran inside your torch.autocast, where a weight cast "
+                "before the region (a weight shared with an earlier layer) is reused from the cache; the recompute "
+                "casts it again. On XLA the recorded program (the default) reads the forward's cast; this region runs "
+                "fn again (general replay). Fix: open torch.autocast inside the checkpointed function, or let the "
+                "region replay its recorded program.")
 
     def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
         region = self.region

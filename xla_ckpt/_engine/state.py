@@ -30,7 +30,8 @@ from xla_ckpt._engine.outside import Watch
 from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
 from xla_ckpt._ir.record import Record, stand_in, tensors
-from xla_ckpt._ir.replay_state import autocast_state, devices
+from xla_ckpt._ir.autocast import Autocast
+from xla_ckpt._ir.replay_state import devices
 
 __all__ = ["RegionState", "Absent", "Pruned", "Away", "written"]
 
@@ -107,7 +108,7 @@ class RegionState:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.verify = verify
         self.inputs: list[Optional[torch.Tensor]] = list(inputs)  # None: not needed by backward
-        self.autocast = autocast_state(devices(self.inputs))
+        self.autocast = Autocast.capture(devices(self.inputs))
         self.device = device
         self.backward = device.backward()  # this region's backward (XLA: its program and fence)
         self.records: list[Record] = []
@@ -117,6 +118,9 @@ class RegionState:
         # As fn got them: a write with a value that needs grad (``t.mul_(w[0, 0])``) makes an input need
         # grad after the forward, and the replay must start from it as the forward did.
         self.input_grad = tuple(t.requires_grad for t in inputs)
+        # Whether autocast may cache a cast of the input (a leaf that requires grad, not a view): the
+        # replay's inputs are made to match, or fn would cast them a different number of times.
+        self.input_cacheable = tuple(t.requires_grad and t.is_leaf and not t._is_view() for t in inputs)
         self.pristine: dict[int, torch.Tensor] = {}
         # Inputs that share memory (one a view of another, the same tensor twice): a replay starting
         # from a copy of one cannot repeat a write on the others, so fn writing one is an error.

@@ -1,4 +1,4 @@
-"""State a recomputation must reproduce or depend on: random draws, autocast, and (XLA) the gradient fence."""
+"""State a recomputation must reproduce or depend on: random draws and (XLA) the gradient fence (autocast: ``autocast.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 
-__all__ = ["Fence", "Draw", "draw_source", "autocast_state", "devices", "displaced", "settle_xla"]
+__all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla"]
 
 # One lock per device's generators, held around every forward random op (state before, the op,
 # state after) and every replayed one (set, run, check, restore). Without it two threads' replays
@@ -256,12 +256,6 @@ def settle_xla(task: int) -> None:
                 _xla.advance_rng(dev, n)
             if _get(dev) != now and not synced:
                 raise CheckpointError(f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
-
-
-def autocast_state(devices: list[torch.device]) -> list[tuple[str, bool, torch.dtype]]:
-    # Meta tensors (``xla_ckpt.estimate``) have no autocast state of their own.
-    types = list(dict.fromkeys(["cpu"] + [d.type for d in devices if d.type != "meta"]))
-    return [(t, torch.is_autocast_enabled(t), torch.get_autocast_dtype(t)) for t in types]
 
 
 class Fence:
