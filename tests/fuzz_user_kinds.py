@@ -13,6 +13,10 @@
 - ``nested``: a small sub-function checkpointed again inside the region (``xla_ckpt.checkpoint`` under
   ``nothing_saveable``, ``dots_saveable`` or ``everything_saveable``), with or without dropout; the
   plain run calls it plainly.
+- ``autocast``: mixed precision inside the region (``torch.autocast`` to bfloat16 on x's device, as
+  TPU training runs): a linear and a gelu, matmuls with a dropout between them, an fp32 softmax under
+  ``autocast(enabled=False)`` inside the bf16 block; the result cast back to x's dtype. On XLA the
+  comparison holds only with ``--xla_allow_excess_precision=false`` (tests/conftest.py says why).
 
 Each step is ``(variant, x, params) -> Tensor`` of x's shape, deterministic given the parameters
 ``user_params`` creates from the program's seeded generator; ``run`` compares each one's grad.
@@ -36,12 +40,14 @@ INNER_POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
 # (kind, number of operands, number of variants)
 USER_MENU: list[tuple[str, int, int]] = [
     ("moe", 1, 6), ("custom_fn", 1, 3), ("no_grad_stat", 1, 3), ("lora", 1, 3), ("nested", 1, 6),
+    ("autocast", 1, 3),
 ]
 USER_KINDS = tuple(m[0] for m in USER_MENU)
 # The ops these kinds run, for the policies that decide by op (``fuzz_programs._PACKETS``).
-USER_PACKETS = [aten.topk, aten.index_add, aten.scatter_add, aten.scatter, aten.amax, aten.abs]
+USER_PACKETS = [aten.topk, aten.index_add, aten.scatter_add, aten.scatter, aten.amax, aten.abs, aten._to_copy]
 # Parameters with grads (compared by ``run``), by the kinds that read them; "lora_base" is frozen.
-USES = {"moe": ("router", "experts"), "custom_fn": ("w_fn",), "lora": ("lora_a", "lora_b"), "nested": ("w_inner",)}
+USES = {"moe": ("router", "experts"), "custom_fn": ("w_fn",), "lora": ("lora_a", "lora_b"), "nested": ("w_inner",),
+        "autocast": ("w_ac",)}
 
 
 def user_params(gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
@@ -52,7 +58,7 @@ def user_params(gen: torch.Generator, device: torch.device) -> dict[str, torch.T
     return {
         "router": leaf(EXPERTS, N), "experts": leaf(EXPERTS, N, N, scale=0.5), "w_fn": leaf(N, N, scale=0.5),
         "lora_base": torch.randn(N, N, generator=gen).to(device), "lora_a": leaf(RANK, N), "lora_b": leaf(N, RANK),
-        "w_inner": leaf(N, N, scale=0.5),
+        "w_inner": leaf(N, N, scale=0.5), "w_ac": leaf(N, N, scale=0.5),
     }
 
 
@@ -74,6 +80,8 @@ def user_step(kind: str, variant: int, x: torch.Tensor, params: dict[str, torch.
         return _lora(variant, x, params)
     if kind == "nested":
         return _nested(variant, x, params, inner)
+    if kind == "autocast":
+        return _autocast(variant, x, params["w_ac"])
     raise AssertionError(kind)  # pragma: no cover
 
 
@@ -207,3 +215,18 @@ def _nested(variant: int, x: torch.Tensor, params: dict[str, torch.Tensor], inne
     if not inner:
         return sub(x)
     return xla_ckpt.checkpoint(sub, x, policy=INNER_POLICIES[variant // 2])
+
+
+def _autocast(variant: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """bfloat16 autocast on x's device inside the region; the result back in x's dtype."""
+    with torch.autocast(x.device.type, dtype=torch.bfloat16):
+        if variant == 0:  # a linear (autocast casts x and w) and a gelu in bf16
+            h = F.gelu(F.linear(x, w))
+        elif variant == 1:  # matmuls with a dropout between them, all in bf16
+            h = F.dropout(x @ w, 0.25, training=True) @ w.t()
+        else:  # attention-style: scores in bf16, the softmax upcast to fp32 with autocast off
+            s = x @ w @ x.t()
+            with torch.autocast(x.device.type, enabled=False):
+                p = torch.softmax(s.float(), dim=-1)
+            h = p @ x
+    return h.to(x.dtype) + x

@@ -190,6 +190,10 @@ def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
     ref = run(steps, torch.device("cpu"))
     got = run(steps, torch.device("cpu"), resolve(name), verify=True)
     if ref.error is None:
+        if ref.aliased_written and got.error is not None:
+            # fn wrote an input sharing memory with another: refused by name, as ``_same`` accepts.
+            assert isinstance(got.error, xla_ckpt.CheckpointError) and "share memory" in str(got.error), repr(got.error)
+            return
         assert got.error is None, repr(got.error)
         for r, g in zip(ref.values, got.values):
             assert (r is None) == (g is None)
