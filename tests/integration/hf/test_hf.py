@@ -273,3 +273,26 @@ def test_lora_fsdp_xla_keeps_no_more_than_megatron_selective():
     with xla_ckpt.saved_activations() as stock:
         copy.deepcopy(base)(**batch)
     assert patched.nbytes == stock.nbytes  # the corrected linear alone keeps what F.linear keeps
+
+
+@pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])
+def test_llama_attention_and_mlp_checkpointed_under_the_users_autocast(policy):
+    """Mixed precision as users train: the step in bf16 autocast, each layer's ``self_attn`` and ``mlp``
+    checkpointed on their own (their input, a non-leaf, read by q/k/v and by gate/up projections).
+    Before the replay matched the forward's autocast casts: a false CheckpointError ("forward ran
+    aten._to_copy, recompute ran aten.mm" in ``mlp.up_proj``); now loss and every grad as unwrapped.
+    CPU: under XLA's autocast the unwrapped model itself fails (SDPA gets f32 query and key, a bf16
+    value); tests/regressions/test_autocast_cache.py covers the replay on XLA."""
+    device = torch.device("cpu")
+    model = _llama().to(device)
+    batch = {k: v.to(device) for k, v in hf_models.batch("llama", model).items()}
+    ref = copy.deepcopy(model)
+    for layer in model.model.layers:
+        layer.self_attn = xla_ckpt.checkpointed(layer.self_attn, policy=policy)
+        layer.mlp = xla_ckpt.checkpointed(layer.mlp, policy=policy)
+
+    def step(m):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return _grads(m, batch)
+
+    assert_same(step(ref), step(model))
