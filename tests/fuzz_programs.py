@@ -75,8 +75,12 @@ MENU: list[tuple[str, int, int]] = [
 # the write and the grads were silently wrong); with ``inplace_last`` fn writes a hook's result in place.
 # "buffer_unfold" / "buffer_t": a module writing its own buffer through a view (unfold, a row of its
 # transpose) and reading it (on XLA the unfold write was taken for a new value; a false CheckpointError).
-MENU += [("module", 1, 8)]
-MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t")
+# "bw_hooked": a full backward pre-hook that records and halves grad_output, and a full backward hook
+# recording grad_input; "grad_hooked": a forward hook registering a tensor hook on the output that records
+# and doubles its grad (hooks in backward fire on the forward's graph, once, with the plain run's grads).
+MENU += [("module", 1, 10)]
+MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t",
+           "bw_hooked", "grad_hooked")
 # Region inputs that share memory (``bt = b.t()``, ``bs = b[1:3]``, passed only to programs with an
 # "alias_input" step): variants 0-1 read them (exact), 2-4 write one of them (a view of b, or b itself);
 # fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
@@ -308,6 +312,7 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
         "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
         "written": torch.nn.Linear(N, N), "buffer_unfold": _BufferView("unfold"), "buffer_t": _BufferView("t"),
+        "bw_hooked": torch.nn.Linear(N, N), "grad_hooked": torch.nn.Linear(N, N),
     }
     with torch.no_grad():
         for m in mods.values():
@@ -328,6 +333,25 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
         out.mul_(0.5)
 
     mods["written"].register_forward_hook(write)
+
+    def halve_grad_output(m: Any, grad_output: tuple) -> tuple:
+        log.append(grad_output[0].detach().clone())
+        return (grad_output[0] * 0.5,)
+
+    def record_grad_input(m: Any, grad_input: tuple, grad_output: tuple) -> None:
+        g = grad_input[0]
+        log.append(g.detach().clone() if g is not None else torch.zeros((), device=device))
+
+    mods["bw_hooked"].register_full_backward_pre_hook(halve_grad_output)
+    mods["bw_hooked"].register_full_backward_hook(record_grad_input)
+
+    def double_output_grad(m: Any, args: Any, out: torch.Tensor) -> None:
+        def on_grad(g: torch.Tensor) -> torch.Tensor:
+            log.append(g.detach().clone())
+            return g * 2.0
+        out.register_hook(on_grad)
+
+    mods["grad_hooked"].register_forward_hook(double_output_grad)
     return mods
 
 
