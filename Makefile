@@ -82,9 +82,9 @@ test: $(STAMP)
 # One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
 # both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
 # CI time: the last landed .ci/run took 1,773 s (29.6 min; 2,080 s the one before). This wave, from a fresh
-# clone here (warm pip cache; `make test` and `make bench` beside it for part of the time, load 2-3.3):
-# tests/unit 7.1 min, tests/integration 23.9 min, fuzz + peers + regressions 1.0 min, the torch 2.15 tier
-# 4.2 min; 2,423 s (40.4 min) in all with the installs.
+# clone here (warm pip cache, nothing else running, load 1-2): tests/unit 4.4 min, tests/integration
+# 20.4 min, peers + regressions 1.0 min, fuzz 1.7 min, the torch 2.15 tier 2.1 min; 2,017 s (33.6 min)
+# in all with the installs (2,423 s the wave before, with `make test` and `make bench` beside it).
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
 # one process for all of it segfaulted inside torch_xla.sync() after about 1,400 tests and 35 minutes
 # (a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
