@@ -81,7 +81,7 @@ class ReplayMode(TorchDispatchMode):
                 return func(*args, **kwargs)
             raise CheckpointError(
                 f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
-                f"recompute ran {func}. {self._cast_hint(func) or hint(func, rec.module)}"
+                f"recompute ran {func}. {self._cast_hint(func, args) or hint(func, rec.module)}"
             )
         sig, reads = arg_scan(args, kwargs)
         bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
@@ -91,7 +91,7 @@ class ReplayMode(TorchDispatchMode):
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
-                f"than in forward ({bad}). {self._cast_hint(func) or hint(func, rec.module)}"
+                f"than in forward ({bad}). {self._cast_hint(func, args) or hint(func, rec.module)}"
             )
         # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
@@ -117,15 +117,19 @@ class ReplayMode(TorchDispatchMode):
         # Not ``is_autocast_enabled``: autocast's own kernel runs with its key excluded, so it reads False here.
         return kwargs.get("dtype") == torch.get_autocast_dtype(t.device.type)
 
-    def _cast_hint(self, func: Any) -> str:
-        """Why an unexpected cast under the caller's autocast is likely the cache's (where ``_recast`` cannot tell)."""
-        if func is not _TO_COPY or not self.region.autocast.nesting:
+    def _cast_hint(self, func: Any, args: tuple) -> str:
+        """Why an unexpected cast on XLA under the caller's autocast is likely the cache's (below autograd
+        ``_recast`` cannot tell a weight's cast; on eager a cast it refused is no cache hit)."""
+        if func is not _TO_COPY or not self.region.autocast.nesting or not args:
+            return ""
+        if not (isinstance(args[0], torch.Tensor) and args[0].device.type == "xla"):
             return ""
         return ("Likely cause: autocast's cast cache. The region ran inside your torch.autocast, where a weight cast "
                 "before the region (a weight shared with an earlier layer) is reused from the cache; the recompute "
-                "casts it again. On XLA the recorded program (the default) reads the forward's cast; this region runs "
-                "fn again (general replay). Fix: open torch.autocast inside the checkpointed function, or let the "
-                "region replay its recorded program.")
+                "casts it again. The recorded program, XLA's default replay, reads the forward's cast; this region "
+                "runs fn again (the general replay: fn writes in place, verify=True or general_replay()). Fix: open "
+                "torch.autocast inside the checkpointed functions instead of around the whole step, so no cast "
+                "is cached when a region starts.")
 
     def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
         region = self.region

@@ -5,14 +5,16 @@ and clears the cache when the outermost one exits (a nesting count decides "oute
 ``fn`` runs therefore depends on two things besides on/off and dtype: the nesting count ``fn`` starts
 at (a block that closes its own ``torch.autocast`` clears the cache only at nesting 0, so ``fn`` casts
 a weight again in each such block) and what the cache already holds (a weight cast before the region,
-under the caller's autocast, is a cache hit inside it). The recompute must run the same ops, so it starts at the forward's nesting count, with an empty cache,
-and leaves no cast of its own in the caller's cache (``Autocast.restored``). Entering ``torch.autocast``
-contexts to restore the state, as before, added to the nesting count: a weight cast in two blocks of
-``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward found in the
-cache (made before the region) is one more op in the recompute: the replay hands out the forward's
-cast there (``RegionState.cached_casts``). The forward never clears the cache itself: every use of one
-cached cast shares its autograd node, so the weight's grad is summed in the low dtype first, and a
-second cast would change that rounding.
+under the caller's autocast, is a cache hit inside it).
+
+The recompute must run the same ops, so it starts at the forward's nesting count, with an empty
+cache, and leaves no cast of its own in the caller's cache (``Autocast.restored``). Entering
+``torch.autocast`` contexts to restore the state, as before, added to the nesting count: a weight cast
+in two blocks of ``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward
+found in the cache (made before the region) is one more op in the recompute, run outside the record
+(``ReplayMode._recast``). The forward never clears the cache itself: every use of one cached cast shares
+its autograd node, so the weight's grad is summed in the low dtype first, and a second cast would
+change that rounding.
 
 Example:
     >>> snap = Autocast.capture([x.device])   # the forward starts
@@ -77,7 +79,7 @@ class Autocast:
     @contextlib.contextmanager
     def restored(self) -> Iterator[None]:
         """The forward's autocast state, nesting count and an empty cache, for ``fn`` run again."""
-        before = Autocast(tuple(_of_types(self.types)), torch.is_autocast_cache_enabled(), 0)
+        before, cache_before = _of_types(self.types), torch.is_autocast_cache_enabled()
         was = _set_nesting(self.nesting)
         torch.clear_autocast_cache()
         try:
@@ -88,8 +90,8 @@ class Autocast:
             yield
         finally:
             torch.clear_autocast_cache()  # the recompute's own casts: not the caller's to reuse
-            for t, enabled, dtype in before.devices:
+            for t, enabled, dtype in before:
                 torch.set_autocast_enabled(t, enabled)
                 torch.set_autocast_dtype(t, dtype)
-            torch.set_autocast_cache_enabled(before.cache)
+            torch.set_autocast_cache_enabled(cache_before)
             _set_nesting(was)
