@@ -1,7 +1,8 @@
 """Random programs for the differential fuzz test: a menu of ops, run with and without checkpointing.
 
 A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
-engines before: matmuls, activations, norms, dropout and other random ops, views (among them unfold,
+engines before: matmuls, activations, norms, dropout, rrelu (an op filling a tensor its autograd node
+saved) and other random ops, views (among them unfold,
 view_as_complex / view_as_real, which XLA functionalizes as ``*_copy`` ops), in-place ops on fresh
 intermediates (right after the op that made them, also through those views) and on region inputs,
 region inputs sharing memory (``alias_input``: views of b passed alongside it, read or written), cat/split, index ops,
@@ -62,7 +63,7 @@ FRESH_KINDS = tuple(m[0] for m in FRESH_MENU)
 # (kind, number of operands, number of variants)
 MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
-    ("dropout", 1, 1), ("rand_mask", 1, 2), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
+    ("dropout", 1, 2), ("rand_mask", 1, 2), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1), ("outside_view", 1, 3),
 ] + FRESH_MENU
@@ -391,8 +392,11 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = F.layer_norm(x[0], (N,), params["ln"], None)
             elif k == "softmax":
                 y = torch.softmax(x[0], dim=-1)
-            elif k == "dropout":
-                y = F.dropout(x[0], 0.5, training=True)
+            elif k == "dropout":  # variant 1: rrelu, whose op fills a noise tensor its autograd node saved
+                # (on XLA the engine refuses that write, in eval mode too, a named CheckpointError: there
+                # the leaky_relu rrelu's eval mode computes)
+                y = (F.dropout(x[0], 0.5, training=True) if s.variant == 0 else F.rrelu(x[0], training=True)
+                     if x[0].device.type != "xla" else F.leaky_relu(x[0], (1 / 8 + 1 / 3) / 2))
             elif k == "rand_mask":
                 y = x[0] * (torch.rand_like(x[0]) > 0.5) if s.variant == 0 else x[0] * torch.randn_like(x[0])
             elif k == "view":

@@ -13,6 +13,10 @@
 - ``nested``: a small sub-function checkpointed again inside the region (``xla_ckpt.checkpoint`` under
   ``nothing_saveable``, ``dots_saveable`` or ``everything_saveable``), with or without dropout; the
   plain run calls it plainly.
+- ``wrapper``: a wrapper tensor subclass inside the region (``wrapper_tensor.Pair``, built as DTensor
+  and torchao's tensors are: no storage of its own), entered and left differentiably: elementwise ops,
+  a matmul with views of its result, an in-place write and a dropout (two draws under one op). On XLA,
+  where torch_xla refuses wrapper subclasses without the library too, the same step runs on plain x.
 - ``autocast``: mixed precision inside the region (``torch.autocast`` to bfloat16 on x's device, as
   TPU training runs): a linear and a gelu, matmuls with a dropout between them, an fp32 softmax under
   ``autocast(enabled=False)`` inside the bf16 block; the result cast back to x's dtype. On XLA the
@@ -30,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import xla_ckpt
+from wrapper_tensor import from_pair, to_pair
 
 aten = torch.ops.aten
 N = 4
@@ -40,14 +45,14 @@ INNER_POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
 # (kind, number of operands, number of variants)
 USER_MENU: list[tuple[str, int, int]] = [
     ("moe", 1, 6), ("custom_fn", 1, 3), ("no_grad_stat", 1, 3), ("lora", 1, 3), ("nested", 1, 6),
-    ("autocast", 1, 3),
+    ("autocast", 1, 3), ("wrapper", 1, 3),
 ]
 USER_KINDS = tuple(m[0] for m in USER_MENU)
 # The ops these kinds run, for the policies that decide by op (``fuzz_programs._PACKETS``).
 USER_PACKETS = [aten.topk, aten.index_add, aten.scatter_add, aten.scatter, aten.amax, aten.abs, aten._to_copy]
 # Parameters with grads (compared by ``run``), by the kinds that read them; "lora_base" is frozen.
 USES = {"moe": ("router", "experts"), "custom_fn": ("w_fn",), "lora": ("lora_a", "lora_b"), "nested": ("w_inner",),
-        "autocast": ("w_ac",)}
+        "autocast": ("w_ac",), "wrapper": ("w_pair",)}
 
 
 def user_params(gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
@@ -58,7 +63,7 @@ def user_params(gen: torch.Generator, device: torch.device) -> dict[str, torch.T
     return {
         "router": leaf(EXPERTS, N), "experts": leaf(EXPERTS, N, N, scale=0.5), "w_fn": leaf(N, N, scale=0.5),
         "lora_base": torch.randn(N, N, generator=gen).to(device), "lora_a": leaf(RANK, N), "lora_b": leaf(N, RANK),
-        "w_inner": leaf(N, N, scale=0.5), "w_ac": leaf(N, N, scale=0.5),
+        "w_inner": leaf(N, N, scale=0.5), "w_ac": leaf(N, N, scale=0.5), "w_pair": leaf(N, N, scale=0.5),
     }
 
 
@@ -82,6 +87,8 @@ def user_step(kind: str, variant: int, x: torch.Tensor, params: dict[str, torch.
         return _nested(variant, x, params, inner)
     if kind == "autocast":
         return _autocast(variant, x, params["w_ac"])
+    if kind == "wrapper":
+        return _wrapper(variant, x, params["w_pair"])
     raise AssertionError(kind)  # pragma: no cover
 
 
@@ -230,3 +237,19 @@ def _autocast(variant: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                 p = torch.softmax(s.float(), dim=-1)
             h = p @ x
     return h.to(x.dtype) + x
+
+
+def _wrapper(variant: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Ops on a ``Pair`` made from x inside the region, back to a plain tensor at the end."""
+    xla = x.device.type == "xla"
+    enter, leave = (lambda t: t, lambda t: t) if xla else (to_pair, from_pair)
+    if variant == 0:  # elementwise ops on the wrapper, saving wrapper tensors
+        p = enter(x)
+        return leave(torch.tanh(p) * p + p.sin())
+    if variant == 1:  # a matmul with a plain weight, views of its result
+        h = (enter(x) @ w).relu()
+        h = h.t().contiguous().t()
+        return leave(torch.cat([h[:, :2].sin(), h[:, 2:].exp()], -1))
+    h = enter(x @ w) * 1.0  # an in-place write into a view, a dropout drawing once per wrapped tensor
+    h[:, :2].mul_(2.0)
+    return leave(F.dropout(h, 0.25, training=True).softmax(-1))

@@ -17,6 +17,8 @@ from typing import Any, Hashable, Iterator, Optional
 
 import torch
 
+from xla_ckpt._base.subclass import PLAIN, wrapped
+
 __all__ = [
     "available",
     "is_xla",
@@ -88,6 +90,10 @@ def shape_nbytes(t: torch.Tensor) -> int:
     On XLA ``numel()``/storage sizes can be stale after torch_xla replaces a tensor's data
     (``_replace_xla_tensor``, used by FSDP), so the shape is the only reliable source.
     """
+    if type(t) not in PLAIN:
+        inner = wrapped(t)
+        if inner is not None:
+            return sum(shape_nbytes(x) for x in inner)  # DTensor: its local shard, not the global shape
     return math.prod(t.shape) * t.element_size()
 
 
@@ -103,6 +109,10 @@ def buffer_key(t: torch.Tensor) -> Hashable:
         # The looked-up function itself, not a call to _tensor_id(): one Python call less per key
         # (about 1,500 keys per default-GPT step on XLA).
         return ("xla", (_TENSOR_ID or _tensor_id())(t))
+    if type(t) not in PLAIN:
+        inner = wrapped(t)
+        if inner is not None:
+            return ("wrapper",) + tuple(buffer_key(x) for x in inner)
     storage = t.untyped_storage()
     n = storage.nbytes()
     if n == 0 or t.is_meta:
@@ -125,9 +135,13 @@ def _tensor_id() -> Any:
 
 
 def buffer_nbytes(t: torch.Tensor) -> int:
-    """Bytes held by the buffer behind ``t`` (see :func:`buffer_key`)."""
+    """Bytes held by the buffer behind ``t`` (see :func:`buffer_key`); a wrapper subclass: its tensors'."""
     if is_xla(t):
         return shape_nbytes(t)
+    if type(t) not in PLAIN:
+        inner = wrapped(t)
+        if inner is not None:
+            return sum(buffer_nbytes(x) for x in inner)
     return t.untyped_storage().nbytes()
 
 

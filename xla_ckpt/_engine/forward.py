@@ -138,6 +138,14 @@ class Forward:
         # What autograd saved, while the forward runs (eager: detached aliases; XLA: the tensors, see
         # pack): an autograd.grad inside fn unpacks it before any recompute could exist.
         self.early: list[torch.Tensor] = []
+        # The first slot saved since the op before ended: ``packed_before`` for the op about to run (its
+        # node saves its inputs just before it), ``own_from`` for the op that just ran (XLA reports its
+        # write after it). A write to those is judged by versions (``RegionState.settle_writes``).
+        self.packed_before = self.own_from = 0
+        # Slots an op wrote that autograd may not count as a write (see ``RegionState.settle_writes``):
+        # collected while it runs, judged at the next op or the forward's end, after autograd's version bump.
+        self.written_now: list[int] = []
+        self.settle_next: list[int] = []
         self.flow = Dataflow(state.inputs)
         # XLA: the forward's ops, from which ``direct`` builds the program replayed in place of fn.
         self.recorder: Optional[Recorder] = None
@@ -161,6 +169,9 @@ class Forward:
     def on_op(self, call: OpCall, info: OpInfo, draw: Optional[Draw], sig: tuple, reads: list[torch.Tensor]) -> None:
         """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_ir.record.arg_scan``)."""
         self.flush()
+        if self.written_now:  # slots this op writes (eager): judged once autograd has counted the write
+            self.settle_next, self.written_now = self.written_now, []
+        self.own_from, self.packed_before = self.packed_before, len(self.early)
         outs, meta, only_tensors = out_scan(call.out)
         self.flow.op(reads, outs, only_tensors, info.mutable)
         # Versions now, not when decided: an in-place op right after this one must count as a write.
@@ -183,6 +194,11 @@ class Forward:
 
     def flush(self) -> None:
         """Decide the pending op (the next op arrived, or the forward ended)."""
+        if self.settle_next:
+            slots, self.settle_next = self.settle_next, []
+            uncounted = self.state.settle_writes(slots)
+            if uncounted:
+                self.uncounted_writes(uncounted)
         if self.pending is not None:
             pending, self.pending = self.pending, None
             written_, self.pending_written = self.pending_written, False
@@ -249,6 +265,9 @@ class Forward:
     cache_keys: Optional[dict[Any, int]] = None
 
     # -- the device's own steps (``EagerForward``, ``XlaForward``) ---------------------------------
+    def uncounted_writes(self, slots: list[int]) -> None:
+        """An op wrote what these slots saved and autograd did not count it (rrelu's noise): fine on eager."""
+
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         """Run an op the engine does not record (a view, a detach; on XLA torch_xla's in-place trace)."""
         raise NotImplementedError

@@ -7,7 +7,7 @@ is held as a detached alias until the forward ends (``retain`` may keep it as a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -16,7 +16,8 @@ from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import Policy
-from xla_ckpt._ir.record import OpInfo, spec_of, tensors, written
+from xla_ckpt._ir.record import OpInfo, tensors, written
+from xla_ckpt._ir.spec import spec_of
 
 __all__ = ["EagerForward"]
 
@@ -35,13 +36,13 @@ class EagerForward(Forward):
         return func(*args, **kwargs)
 
     def before_writes(self, info: OpInfo, args: tuple, kwargs: dict) -> None:
-        self.before_write(written(info, args, kwargs), info.mutable)
+        self.before_write(written(info, args, kwargs), info.mutable, self.packed_before)
 
     def pack(self, t: torch.Tensor) -> Slot:
         # The alias itself (``retain`` may keep it as a promoted output); dropped when the forward ends.
         self.early.append(detach_unseen(t, self))
         key = buffer_key(t)  # inline, as below: one call less per saved tensor
-        self.flow.pack(key)
+        self.flow.pack(key, t)
         return Slot(self.owner, self.state.pack(t, key))
 
     def _early_out(self, t: torch.Tensor) -> torch.Tensor:
@@ -64,12 +65,15 @@ class EagerForward(Forward):
         self.hook_keys.setdefault(buffer_key(t), []).append(hv)
         return hv
 
-    def before_write(self, targets: list[torch.Tensor], declared: bool = True) -> None:
+    def before_write(self, targets: list[torch.Tensor], declared: bool = True, since: Optional[int] = None) -> None:
         """An eager in-place op is about to write ``targets``: the write is judged here, where it happens.
 
         A region input gets a copy of its value before the first write (the replay starts from it);
         a kept output (or the latest op's, still undecided) is demoted to recompute, so the replay
         runs the op and then the write again instead of writing twice into the forward's value.
+        ``since``: slots from this index on were saved since the op before this one ended (by its node,
+        or by this op's own just before it ran: rrelu's noise, which the op fills); they are judged after
+        the write by their versions, as autograd judges them (``RegionState.settle_writes``).
         """
         state = self.state
         producer = self.flow.producer
@@ -84,7 +88,9 @@ class EagerForward(Forward):
                 # counter of its own, and the replay must leave the caller's unchanged.
                 base = t if t._base is None else t._base
                 state.writing_outside(key, base, lambda: base.detach().clone())
-            state.writing(key, lambda i: state.inputs[i].detach().clone(), declared)
+            later = state.writing(key, lambda i: state.inputs[i].detach().clone(), declared, since=since)
+            if later:
+                self.written_now.extend(later)
             self._recompute_writer(key)
 
     def _recompute_writer(self, key: Any) -> None:

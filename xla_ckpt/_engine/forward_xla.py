@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from xla_ckpt._base import modules as _modules
+from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.direct import Recorder, direct_replay
 from xla_ckpt._engine.forward import FRESH, Forward, Slot, _Unpacks
@@ -40,6 +41,7 @@ class XlaForward(Forward):
         # Buffers no op of the region produced that are fn's all the same, so a write to one is no
         # outside write: what user hooks returned (``hook_value``), constants fn built (``lift_fresh``).
         self.own_keys: set[Any] = set()
+        self.writer: Any = None  # the OpCall of the latest op whose write is judged at the next op
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         if info.propagate:
@@ -89,11 +91,19 @@ class XlaForward(Forward):
                 src = flow.outside_tensor[base]
                 self.outside_write(base, lambda: src, pending=True)
         i = self._input_behind(key)
-        self.state.writing(key, self._before_write(i, key, old), input_index=i)
+        # Slots saved since the op before this one ended (its outputs, this op's inputs): judged at the next
+        # op by their versions (``RegionState.settle_writes``); this op's write is reported after it ran.
+        later = self.state.writing(key, self._before_write(i, key, old), input_index=i, since=self.own_from)
+        if later:
+            self.settle_next.extend(later)
+            self.writer = self.pending[0] if self.pending is not None else None
         if flow.view_root:
             self.state.stale_views(flow.view_root.get(key, key), flow.view_root)
         if self.recorder is not None and not self._fills(key, new):
             self.recorder.refuse("fn writes in place")
+
+    def uncounted_writes(self, slots: list[int]) -> None:
+        raise _fills_own_save(self.writer)
 
     def _input_behind(self, key: Any) -> Optional[int]:
         """The input whose buffer ``key`` is, or a view of (XLA: every view is a buffer of its own)."""
@@ -154,3 +164,17 @@ class XlaForward(Forward):
             self.own_keys.add(self.flow.outside_base.get(buffer_key(out), buffer_key(out)))
         if self.recorder is not None:
             self.recorder.view(func, args, kwargs, out)
+
+
+def _fills_own_save(call: Any) -> CheckpointError:
+    op, module = (call.op, call.module) if call is not None else ("an op", "")
+    # Eager judges such a write by versions, as autograd does (``EagerForward.before_write``). Below
+    # functionalization the slot keeps the buffer from before the write, and the replay's too: accepting
+    # the write gave wrong values in a probe, so XLA refuses it while the forward runs.
+    return CheckpointError(
+        f"{op} in module '{module}' writes a tensor that its own autograd node saved for backward "
+        "(F.rrelu fills its noise so, in eval mode too); on XLA the recomputation cannot give backward the "
+        "written value. Call it outside the checkpointed function, use another activation (in eval mode "
+        "rrelu is F.leaky_relu with slope (lower + upper) / 2), or checkpoint this module on CPU/CUDA, "
+        "where it is supported."
+    )

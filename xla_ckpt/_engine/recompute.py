@@ -23,6 +23,7 @@ from xla_ckpt._base import xla as _xla
 from xla_ckpt._base import xla_state
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
+from xla_ckpt._ir.spec import stand_in
 from xla_ckpt._engine.replay import ReplayMode
 from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
@@ -109,10 +110,11 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
 
     def start(t: Any) -> Any:
         if isinstance(t, Absent):
-            shape, stride, dtype, device, requires_grad, functional, written = region.absent[t.index]
+            spec, requires_grad, functional, written = region.absent[t.index]
             # Backward reads nothing of this input: a stand-in of its shape (the replay checks), of the
-            # forward input's kind (XLA: functionalized or not), or fn's ops on it would replay as others.
-            d = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            # forward input's kind (XLA: functionalized or not; a wrapper subclass such as DTensor), or
+            # fn's ops (and Python: ``isinstance``, ``to_local()``) on it would replay as others.
+            d = stand_in(spec)
             if torch._is_functional_tensor(d) != functional:
                 d = torch._to_functional_tensor(d) if functional else torch._from_functional_tensor(d)
             d.requires_grad_(requires_grad)

@@ -18,7 +18,8 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._engine.outside import check_read, check_view_read
 from xla_ckpt._base.errors import recompute_mismatch_hint
 from xla_ckpt._ir.opcall import Decision
-from xla_ckpt._ir.record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, stand_in, tensors
+from xla_ckpt._ir.record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, tensors
+from xla_ckpt._ir.spec import stand_in
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
 from xla_ckpt._ir.replay_state import Fence

@@ -11,7 +11,6 @@ fewer bytes (``_promote``), and a multi-output op keeps only the outputs somethi
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from typing import Any, Iterator, Optional
 
@@ -21,7 +20,8 @@ from xla_ckpt._base import xla as _xla
 from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._policy.plan import RegionView, check_plan
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy
-from xla_ckpt._ir.record import fn_name as _name, spec_of, tensors
+from xla_ckpt._ir.record import fn_name as _name, tensors
+from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
 
 from xla_ckpt._engine.state import Pruned, RegionState
 
@@ -70,7 +70,7 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     rules.finish(region, flow, lv)
     if flow.shared_inputs:
         return lv.live
-    unread = {i: (t.shape, t.stride(), t.dtype, t.device, region.input_grad[i], torch._is_functional_tensor(t))
+    unread = {i: (spec_of(t), region.input_grad[i], torch._is_functional_tensor(t))
               for i, t in enumerate(region.inputs) if t is not None and i not in lv.inputs}
     if unread:
         region.drop_inputs(unread)
@@ -160,6 +160,8 @@ def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], sav
         if rec.spec is None or not isinstance(rec.spec[0], torch.Size):
             continue  # single-tensor outputs only
         t = early[j]
+        if type(t) is not (rec.spec.cls if isinstance(rec.spec, WrapperSpec) else torch.Tensor):
+            continue  # a wrapper built in Python from p's output (``Dataflow._built``) is not p's output
         if (t.shape, t.stride(), t.dtype) == rec.spec[:3] and t.storage_offset() == 0:
             candidates[p] = j
     if not candidates:
@@ -177,7 +179,7 @@ def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], sav
 def _kept_bytes(region: RegionState, lv: Any) -> int:
     total = 0
     for p in lv.cached:
-        total += sum(_xla.shape_nbytes(t) for t in tensors(region.cache[p][0])) if p in region.cache else _meta_bytes(
+        total += sum(_xla.shape_nbytes(t) for t in tensors(region.cache[p][0])) if p in region.cache else spec_nbytes(
             region.records[p].spec)
     for i in lv.inputs:
         t = region.inputs[i]
@@ -195,11 +197,6 @@ def _prune_outputs(region: RegionState, read: set[Any]) -> None:
         )
         if any(isinstance(t, Pruned) for t in pruned):
             region.prune(pos, pruned)
-
-
-def _meta_bytes(spec: Any) -> int:
-    shape, _, dtype, _ = spec
-    return math.prod(shape) * dtype.itemsize
 
 
 class _Off(threading.local):

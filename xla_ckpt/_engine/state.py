@@ -29,7 +29,8 @@ from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.outside import Watch
 from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
-from xla_ckpt._ir.record import Record, stand_in, tensors
+from xla_ckpt._ir.record import Record, tensors
+from xla_ckpt._ir.spec import stand_in
 from xla_ckpt._ir.autocast import Autocast
 from xla_ckpt._ir.replay_state import devices
 
@@ -220,22 +221,49 @@ class RegionState:
 
     # -- inputs and what autograd saved ---------------------------------------------------------
     def writing(self, key: Any, before: Callable[[int], torch.Tensor], stale: bool = True,
-                input_index: Optional[int] = None) -> None:
+                input_index: Optional[int] = None, since: Optional[int] = None) -> list[int]:
         """fn writes in place to the buffer ``key``: slots saved from it are stale, an input keeps its value.
 
         ``before(i)`` gives input i's value before the write (eager: a clone; XLA: the old tensor).
         ``stale=False``: a write the op's schema does not declare (a batch norm's running statistics):
         autograd saved the op's inputs before it and does not count the write, so neither do we.
         ``input_index``: the input ``key`` is a view of (XLA, where a view is a buffer of its own).
+        ``since`` (eager): slots from this index on were saved since the op before the writing one ended
+        (by that op's node after it, or the writing op's before it): returned, not marked, for
+        :meth:`settle_writes` to judge by their versions once the write is done.
         """
+        later: list[int] = []
         if stale:
-            self.dirty.update(self.packed_keys.get(key, ()))
+            slots = self.packed_keys.get(key, ())
+            if since is not None:
+                later = [s for s in slots if s >= since]
+                slots = [s for s in slots if s < since]
+            self.dirty.update(slots)
         i = self.input_keys.get(key) if input_index is None else input_index
         if self.aliased and i is not None and self.aliased_write is None and (
                 i in self.aliased or key in self.aliased):
             self.aliased_write = i
         if i is not None and i not in self.pristine:
             self.pristine[i] = before(i)
+        return later
+
+    def settle_writes(self, slots: list[int]) -> list[int]:
+        """An op wrote the tensors these slots saved (see ``writing``): stale where autograd says so.
+
+        Autograd raises at unpack when a saved tensor's version moved since it was saved; a write it does
+        not count (``F.rrelu`` filling the noise its own node saved: the version stays) is read by backward
+        as written, and the eager replay, running the op again, writes it again. A tensor already gone
+        cannot be checked: stale, as any written slot was before. Returns the slots found uncounted.
+        """
+        uncounted = []
+        for s in slots:
+            ref, version = self.packed_versions[s]
+            t = ref()
+            if t is None or t._version != version:
+                self.dirty.add(s)
+            else:
+                uncounted.append(s)
+        return uncounted
 
     def stale_views(self, root: Any, view_root: dict[Any, Any]) -> None:
         """fn wrote buffer ``root`` or a view of it (XLA, where each view is a buffer of its own): slots

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import torch
 
+from xla_ckpt._base.subclass import PLAIN, wrapped
 from xla_ckpt._base.xla import buffer_key
 
 __all__ = ["Liveness", "Dataflow", "analyse", "aliased_inputs", "INPUT", "EXTERNAL"]
@@ -96,6 +97,7 @@ class Dataflow:
         # XLA: the buffer each view of a region value views, through chains of views (autograd's views
         # share their base's version counter: a write through one makes what was saved from another stale).
         self.view_root: dict[Any, Any] = {}
+        self.built: dict[Any, int] = {}  # wrapper subclasses built in Python, by buffer: see ``_built``
         keys = [buffer_key(t) for t in inputs]
         # Inputs that share a buffer are read through each other: keep them together (never dropped).
         self.shared_inputs = len(set(keys)) != len(keys)
@@ -112,11 +114,18 @@ class Dataflow:
         keys = tuple([buffer_key(t) for t in reads])
         self.dep_keys.append(keys)
         deps = tuple([producer.get(k, EXTERNAL) for k in keys])
+        if EXTERNAL in deps:
+            for t in reads:  # inline, no call per op: plain tensors are all but every read
+                if type(t) not in PLAIN:
+                    deps = tuple([self._built(t, k) if d == EXTERNAL else d for t, k, d in zip(reads, keys, deps)])
+                    break
         self.deps.append(deps)
         if EXTERNAL in deps:
             self.outside_at[pos] = [(i, k, t) for i, (k, d, t) in enumerate(zip(keys, deps, reads)) if d == EXTERNAL]
         for t in outs:
             producer[buffer_key(t)] = pos
+            if type(t) is not torch.Tensor:
+                self._inner_made(t, pos)  # fn may unwrap it (``to_local()``): the inner tensors are made here
         if must_run or not outs or not only_tensors:
             self.always.append(pos)  # writes, and ops whose results go back to Python
 
@@ -150,9 +159,39 @@ class Dataflow:
                 self.producer[k] = p
                 self.view_root[k] = root
 
-    def pack(self, key: Any) -> None:
-        self.packed.append(self.producer.get(key, EXTERNAL))
+    def pack(self, key: Any, t: Optional[torch.Tensor] = None) -> None:
+        p = self.producer.get(key, EXTERNAL)
+        self.packed.append(self._built(t, key) if p == EXTERNAL and type(t) not in PLAIN and t is not None else p)
         self.packed_keys.append(key)
+
+    def _inner_made(self, t: torch.Tensor, pos: int) -> None:
+        for x in wrapped(t) or ():
+            self.producer[buffer_key(x)] = pos
+            self._inner_made(x, pos)
+
+    def _built(self, t: torch.Tensor, key: Any) -> int:
+        """The producer of a tensor no op of the region returned: EXTERNAL, unless it is a wrapper subclass
+        built in Python from region values (``DTensor.from_local(h)``, ``Pair(h, g)``: a constructor, no op).
+
+        Its memory is the wrapped tensors', made here: their producers must run in the replay, which builds
+        the wrapper again from them. They become roots (``always``), so the wrapper can count as any one's
+        output. Partly made outside (wrapping a parameter too) it stays EXTERNAL, checked by value as
+        outside tensors are (``_engine.outside``), and its inner producers still run, so the replay's
+        wrapper holds the forward's values and the check compares like with like.
+        """
+        code = self.built.get(key)
+        if code is not None:
+            return code
+        inner = wrapped(t)
+        if inner is None:
+            return EXTERNAL
+        codes = [self.producer.get(buffer_key(x), EXTERNAL) for x in inner]
+        codes = [self._built(x, buffer_key(x)) if c == EXTERNAL else c for x, c in zip(inner, codes)]
+        made = [c for c in codes if c != EXTERNAL]
+        self.always.extend(made)
+        code = made[-1] if made and len(made) == len(codes) else EXTERNAL
+        self.built[key] = code
+        return code
 
     def analyse(self, saved: set[int]) -> Liveness:
         return analyse(self.deps, saved, self.packed, self.always)

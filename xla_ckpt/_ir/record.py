@@ -20,7 +20,7 @@ from xla_ckpt._ir.opcall import Decision
 
 __all__ = [
     "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
-    "written", "out_meta", "spec_of", "stand_in", "LEAF_TYPES", "fn_name",
+    "written", "out_meta", "LEAF_TYPES", "fn_name",
 ]
 
 aten = torch.ops.aten
@@ -247,23 +247,6 @@ def _show(s: Any) -> str:
     if isinstance(s, tuple):
         return "(" + ", ".join(_show(x) for x in s) + ")"
     return repr(s)
-
-
-def spec_of(out: Any) -> Any:
-    """What :func:`stand_in` needs to rebuild ``out``'s structure; None when it is not all tensors."""
-    if isinstance(out, torch.Tensor):
-        return (out.shape, out.stride(), out.dtype, out.device)
-    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
-        return tuple(spec_of(t) for t in out)
-    return None
-
-
-def stand_in(spec: Any) -> Any:
-    """Uninitialised tensors shaped like a dead op's outputs: nothing reads them (the replay checks)."""
-    if isinstance(spec[0], torch.Size):
-        shape, stride, dtype, device = spec
-        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    return tuple(stand_in(s) for s in spec)
 
 
 def out_meta(out: Any) -> tuple:
