@@ -50,8 +50,32 @@ def test_rrelu_noise_on_eager(policy):
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_rrelu_noise_on_xla_is_refused_by_name(xla_device, training):
     """In eval mode too: the op still takes the noise, autograd still saves it, functionalization writes it."""
-    with pytest.raises(xla_ckpt.CheckpointError, match=r"aten.rrelu_with_noise.* writes a tensor that its own autograd"):
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"aten.rrelu_with_noise.* writes a tensor autograd saved"):
         _run("nothing_saveable", xla_device, training)
         import torch_xla
 
         torch_xla.sync()
+
+
+def _through_data(x: torch.Tensor) -> torch.Tensor:
+    r = torch.relu(x * 1.5)  # relu saves its output
+    r.data.mul_(2.0)  # a write autograd does not count: backward reads the doubled output, as in the plain run
+    return torch.sin(r)
+
+
+@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable"])
+def test_write_through_data_after_the_saving_op(device, policy):
+    """Plain autograd reads the written value without an error: so does the region (eager), or XLA names it."""
+    def run(pol):
+        x = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+        y = _through_data(x) if pol is None else xla_ckpt.checkpoint(_through_data, x, policy=pol)
+        y.sum().backward()
+        return [y.detach().cpu(), x.grad.cpu()]
+
+    ref = run(None)
+    if device.type == "xla":
+        with pytest.raises(xla_ckpt.CheckpointError, match="a write autograd does not count"):
+            run(policy)
+        return
+    for r, g in zip(ref, run(policy)):
+        torch.testing.assert_close(g, r)

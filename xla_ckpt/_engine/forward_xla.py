@@ -172,9 +172,10 @@ def _fills_own_save(call: Any) -> CheckpointError:
     # functionalization the slot keeps the buffer from before the write, and the replay's too: accepting
     # the write gave wrong values in a probe, so XLA refuses it while the forward runs.
     return CheckpointError(
-        f"{op} in module '{module}' writes a tensor that its own autograd node saved for backward "
-        "(F.rrelu fills its noise so, in eval mode too); on XLA the recomputation cannot give backward the "
-        "written value. Call it outside the checkpointed function, use another activation (in eval mode "
-        "rrelu is F.leaky_relu with slope (lower + upper) / 2), or checkpoint this module on CPU/CUDA, "
-        "where it is supported."
+        f"{op} in module '{module}' writes a tensor autograd saved for backward, a write autograd does not "
+        "count (F.rrelu fills the noise its own node saved so, in eval mode too; a write through .data right "
+        "after the op that saved it is another); on XLA the recomputation cannot give backward the written "
+        "value. Call it outside the checkpointed function, use another activation (in eval mode rrelu is "
+        "F.leaky_relu with slope (lower + upper) / 2), or checkpoint this module on CPU/CUDA, where it is "
+        "supported."
     )
