@@ -15,6 +15,7 @@ from helpers import ROOT_DIR
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -83,9 +84,29 @@ def test_openxla_spmd_presets_equal_grads_one_graph_lower_peak(tmp_path, mode):
 def test_openxla_fsdpv2_wrapper_fails_in_torch_xla_and_a_preset_changes_nothing(tmp_path, mode, error):
     """torch_xla 2.9's SpmdFullyShardedDataParallel cannot be compiled with openxla: the preset raises the same
     error as the unwrapped model (one process each: the second error leaves the runtime broken)."""
-    errors = {v: _probe(tmp_path, mode, v)["results"][v].get("error", "") for v in ("none", "megatron_selective")}
+    errors = {v: _failing_probe(tmp_path, mode, v) for v in ("none", "megatron_selective")}
     for variant, err in errors.items():
-        assert err.startswith(error), (variant, errors)
+        assert err.startswith(error) or err == TORCH_XLA_ABORT, (variant, errors)
+
+
+# Under load torch_xla's runtime sometimes aborts the process at the failure the probe reports as an error
+# ("terminate called without an active exception", SIGABRT; once in a CI run, the unwrapped model's): the
+# same failure in torch_xla, not a result of the library.
+TORCH_XLA_ABORT = "aborted in torch_xla"
+
+
+def _failing_probe(tmp_path, mode: str, variant: str) -> str:
+    """The error a probe expected to fail reports, or ``TORCH_XLA_ABORT`` when torch_xla aborted the process."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, PROBE, mode, str(tmp_path / f"{mode}-{variant}"), variant],
+                         capture_output=True, text=True, timeout=1200, env=env)
+    if out.returncode == -signal.SIGABRT and "terminate called" in out.stderr:
+        return TORCH_XLA_ABORT
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    r = json.loads(lines[-1])
+    assert r["devices"] == 4, r
+    return r["results"][variant].get("error", "")
 
 
 @pytest.mark.slow
