@@ -1,11 +1,7 @@
-"""A region's forward: the dispatch mode that sees each ATen op ``fn`` runs, and the forward's own state.
+"""A region's forward state: what the dispatch mode (``forward_mode.py``) reports, recorded and decided.
 
-``ForwardMode`` is the engine's per-op hot path: every op of ``fn`` (views included) passes through
-``__torch_dispatch__``. It does one pass over the arguments (signature and tensors) before the op
-runs, one over the outputs after, and hands both to ``Forward.on_op``, which records the position and
-decides the previous one (deciding one op late lets a ``tag`` on its output name it).
-
-``Forward`` holds what only the forward needs (the op being decided, what autograd saved so far, the
+``Forward.on_op`` records each op ``fn`` runs and decides the previous one (deciding one op late lets a
+``tag`` on its output name it). ``Forward`` holds what only the forward needs (the op being decided, what autograd saved so far, the
 dataflow, the recorder, a planner's calls) and is dropped when ``fn`` returns; what backward needs
 goes into the region's ``RegionState`` through its methods.
 """
@@ -18,12 +14,9 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Protocol
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla import buffer_key
-from xla_ckpt._base.xla_state import lift
 from xla_ckpt._engine.direct import Recorder
 from xla_ckpt._engine.hook_values import HookValue, hook_writes
 from xla_ckpt._engine.state import RegionState
@@ -31,11 +24,11 @@ from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
-from xla_ckpt._ir.record import OpInfo, Record, arg_scan, draws, op_info, out_scan, tensors
-from xla_ckpt._ir.replay_state import Draw, draw_source
+from xla_ckpt._ir.record import OpInfo, Record, out_scan, tensors
+from xla_ckpt._ir.replay_state import Draw
 from xla_ckpt._policy.plan import plans
 
-__all__ = ["Forward", "ForwardMode", "Slot", "detach_unseen", "engine_off"]
+__all__ = ["Forward", "Slot", "detach_unseen", "engine_off"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
 FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
@@ -286,58 +279,3 @@ class Forward:
 
     def hook_wrote(self, written: list[torch.Tensor]) -> None:
         """A user hook wrote these region values in place, unseen by the mode (``hook_values.hook_writes``)."""
-
-
-class ForwardMode(TorchDispatchMode):
-    """Runs each op of the region's forward and reports it (see the module docstring)."""
-
-    def __init__(self, forward: Forward) -> None:
-        super().__init__()
-        self.owner = forward  # what ``detach_unseen`` looks for
-        # Factory ops (no tensor arguments) reach the mode with it still active, so the mode's own
-        # bookkeeping ops (detach of saved outputs) would come back here: they are not fn's ops.
-        self.busy = False
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """Ops run here are the mode's own bookkeeping, not ``fn``'s."""
-        self.busy = True
-        try:
-            yield
-        finally:
-            self.busy = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if kwargs is None:
-            kwargs = {}
-        info = op_info(func)
-        if self.busy:
-            return func(*args, **kwargs)
-        fw = self.owner
-        if info.skipped:
-            return fw.skipped(func, info, args, kwargs)
-        # Before the op: an in-place op may change its arguments' shapes (x.unsqueeze_(0)), and the
-        # replay takes the signature before the op too.
-        sig, reads = arg_scan(args, kwargs)
-        if info.writes:
-            self.busy = True
-            try:
-                fw.before_writes(info, args, kwargs)
-            finally:
-                self.busy = False
-        draw = None
-        if info.random and draws(info, args, kwargs):  # SDPA at dropout_p=0: no draw
-            # XLA too: the replay sets torch_xla's running seed back for the op (``_ir/replay_state.py``).
-            draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
-        else:
-            out = func(*args, **kwargs)
-        self.busy = True
-        try:
-            fw.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw, sig, reads)
-        finally:
-            self.busy = False
-        # A factory op (or a copy from the CPU) on XLA: fn must get the tensor torch_xla gives it
-        # outside the mode, or its views read the wrong elements (see _base.xla_state). The record keeps
-        # the tensor under the wrapper, the one later ops reach the mode with. (A plain tensor off
-        # XLA, the common case, skips the call: the per-op budget of tests/unit/_engine/test_trace_cost.py.)
-        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)

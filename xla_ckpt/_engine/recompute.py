@@ -28,7 +28,8 @@ from xla_ckpt._engine.replay import ReplayMode
 from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
-from xla_ckpt._engine.state import Absent, RegionState
+from xla_ckpt._engine.entries import Absent
+from xla_ckpt._engine.state import RegionState
 
 __all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
 

@@ -38,9 +38,11 @@ from xla_ckpt._engine import offload as _offload
 from xla_ckpt._engine import recompute as _recompute
 from xla_ckpt._engine import retain as _retain
 from xla_ckpt._engine.device import device_for
-from xla_ckpt._engine.forward import Forward, ForwardMode
+from xla_ckpt._engine.forward import Forward
+from xla_ckpt._engine.forward_mode import ForwardMode
 from xla_ckpt._engine.outside import owner_module, watch_outside
-from xla_ckpt._engine.state import Away, RegionState
+from xla_ckpt._engine.entries import Away
+from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._hooks.params import param_source

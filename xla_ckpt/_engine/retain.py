@@ -23,7 +23,8 @@ from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._ir.record import fn_name as _name, tensors
 from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
 
-from xla_ckpt._engine.state import Pruned, RegionState
+from xla_ckpt._engine.entries import Pruned
+from xla_ckpt._engine.state import RegionState
 
 __all__ = ["plan", "keep_only_live", "liveness_off", "EagerRetain", "XlaRetain"]
 

@@ -23,9 +23,9 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._pytree import tree_map
 
-from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._engine.entries import Absent, Away, Pruned, Versions, written
 from xla_ckpt._engine.outside import Watch
 from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
@@ -34,52 +34,10 @@ from xla_ckpt._ir.spec import stand_in
 from xla_ckpt._ir.autocast import Autocast
 from xla_ckpt._ir.replay_state import devices
 
-__all__ = ["RegionState", "Absent", "Pruned", "Away", "written"]
+__all__ = ["RegionState"]
 
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
-Versions = tuple[tuple[weakref.ref, int], ...]
 _SAME: Any = object()  # demote's default: the record keeps its spec
-
-
-class Absent:
-    """Stands in the region's arguments for an input backward never reads (the region drops it)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-
-class Pruned:
-    """A cached output nothing reads: a stand-in of its shape is handed out in its place."""
-
-    __slots__ = ("spec",)
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-
-class Away:
-    """A cache entry held elsewhere than on the device (the host tier, ``offload.py``)."""
-
-    __slots__ = ()
-
-    def fetch(self) -> Any:
-        """The cached structure back on its device."""
-        raise NotImplementedError
-
-    def host_tensors(self) -> list[torch.Tensor]:
-        """The copies held away (what the saved-tensor report shows)."""
-        raise NotImplementedError
-
-
-def written(versions: Versions) -> bool:
-    """Whether any still-alive tensor of ``versions`` was modified in place since its version was taken."""
-    for ref, v in versions:
-        t = _compat.deref(ref)
-        if t is not None and t._version != v:
-            return True
-    return False
 
 
 def _detached(out: Any) -> Any:
