@@ -1,0 +1,413 @@
+"""Stock torch modules that real models put inside a checkpointed block, each against the plain step.
+
+Each test builds the same module twice (same seed, same weights), runs one training step plain and one
+with xla_ckpt, and compares everything the first law covers: outputs, the input's grad, every
+parameter's grad (a None grad fails), every buffer after the step (spectral norm's power-iteration
+vectors, fake-quant observers, an Embedding's renormalised rows), what user hooks recorded (backward
+hooks and tensor hooks inside the region: the same calls, the same values) and the RNG streams (the CPU
+generator, and torch_xla's running seed read before the sync) with dropout in the region.
+
+The models are built afresh for each run instead of deep-copied from one: on XLA a deep copy shares
+its device buffers with the original until they are written, and a checkpointed step that writes such
+a buffer in place (spectral norm's ``_v``) deleted the original's (reported with the zoo hunt that
+added this file); these tests are about the modules, not about that.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Optional
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+import xla_ckpt
+
+POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
+
+
+def _seed(device: torch.device, s: int) -> None:
+    torch.manual_seed(s)
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(s, device)
+
+
+def _rng(device: torch.device) -> list[Any]:
+    state: list[Any] = [torch.get_rng_state()]
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        state.append(int(xm.get_rng_state(device)))  # the running seed, before the sync resets it
+    return state
+
+
+def _step(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: torch.device, wrap: Any,
+          hooks: Optional[Callable[[nn.Module, list], None]] = None) -> dict[str, Any]:
+    """One training step of a fresh ``make()`` (``wrap`` None: plain; a str: that policy on the whole
+    module; else a callable applying the library): everything the user can observe afterwards."""
+    torch.manual_seed(0)
+    model = make().to(device).train()
+    log: list[Any] = []
+    if hooks is not None:
+        hooks(model, log)
+    if isinstance(wrap, str):
+        xla_ckpt.checkpointed(model, policy=wrap)
+    elif wrap is not None:
+        wrap(model)
+    inputs = [t.detach().clone().to(device).requires_grad_(t.is_floating_point()) for t in inputs]
+    _seed(device, 7)
+    with xla_ckpt.saved_activations() as kept:
+        out = model(*inputs)
+    outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
+    diff = [o for o in outs if o.requires_grad]
+    gen = torch.Generator().manual_seed(1)
+    cot = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in diff]
+    torch.autograd.backward(diff, cot)
+    rng = _rng(device)
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+    seen: dict[str, Any] = {"out": [o.detach().cpu() for o in outs], "rng": rng, "kept": kept.nbytes}
+    for i, t in enumerate(inputs):
+        if t.requires_grad:
+            seen[f"grad of input {i}"] = t.grad.cpu() if t.grad is not None else None
+    for name, p in model.named_parameters():
+        seen[f"grad of {name}"] = p.grad.cpu() if p.grad is not None else None
+    for name, b in model.named_buffers():
+        seen[f"buffer {name}"] = b.detach().cpu().clone()
+    seen["hook records"] = [r if isinstance(r, str) else r.detach().cpu() for r in log]
+    return seen
+
+
+def _same(got: dict[str, Any], ref: dict[str, Any]) -> None:
+    assert got.keys() == ref.keys()
+    for key, r in ref.items():
+        g = got[key]
+        if key == "kept":
+            continue
+        if key == "hook records":
+            assert [x for x in g if isinstance(x, str)] == [x for x in r if isinstance(x, str)], key
+            assert len(g) == len(r), f"hooks recorded {len(g)} values, {len(r)} without the library"
+        if key == "rng":
+            torch.testing.assert_close(g[0], r[0], msg="CPU RNG state after the step")
+            assert g[1:] == r[1:], f"torch_xla running seed {g[1:]}, {r[1:]} without the library"
+            continue
+        if r is None:
+            assert g is None, f"{key}: expected no grad, got one"
+            continue
+        assert g is not None, f"{key} is None"
+        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r))):
+            if isinstance(rr, str):
+                continue
+            torch.testing.assert_close(gg, rr, msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")
+
+
+def _check(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: torch.device, wrap: Any,
+           hooks: Optional[Callable[[nn.Module, list], None]] = None, fewer_bytes: bool = True) -> None:
+    ref = _step(make, inputs, device, None, hooks)
+    got = _step(make, inputs, device, wrap, hooks)
+    assert hooks is None or ref["hook records"], "the hooks recorded nothing"
+    _same(got, ref)
+    if fewer_bytes and wrap in ("nothing_saveable", "full"):  # the policy did something: inputs kept only
+        assert got["kept"] < ref["kept"], f"{wrap} kept {got['kept']} bytes, {ref['kept']} without the library"
+
+
+def _x(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+
+
+# --------------------------------------------------------------------------- buffers written in forward
+
+
+@pytest.mark.parametrize("api", ["old", "parametrizations"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_spectral_norm(device, policy, api):
+    """Spectral norm's power iteration writes its u/v vectors under no_grad in every training forward
+    (the old API from a forward pre-hook, the new one inside a parametrization): written once."""
+    sn = nn.utils.spectral_norm if api == "old" else nn.utils.parametrizations.spectral_norm
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), sn(nn.Linear(8, 8)), nn.GELU(), nn.Linear(8, 4))
+
+    _check(make, [_x(3, 8)], device, policy)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_fused_moving_average_fake_quantize(device, policy):
+    """QAT's fused observer + fake-quant: min/max, scale and zero_point written by one op in forward."""
+    from torch.ao.quantization.fake_quantize import FusedMovingAvgObsFakeQuantize
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 8), FusedMovingAvgObsFakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
+
+    _check(make, [_x(3, 8)], device, policy)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_fake_quantize_eager(policy):
+    """The unfused FakeQuantize (a MovingAverageMinMaxObserver, which branches in Python on its own
+    min/max buffers). CPU only: on XLA nothing_saveable and dots_saveable raise a CheckpointError (the
+    replay diverges at the observer's branch), reported with the zoo hunt that added this file."""
+    from torch.ao.quantization import FakeQuantize
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 8), FakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
+
+    _check(make, [_x(3, 8)], torch.device("cpu"), policy)
+
+
+@pytest.mark.xla
+def test_fake_quantize_xla_everything_saveable(xla_device):
+    from torch.ao.quantization import FakeQuantize
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 8), FakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
+
+    _check(make, [_x(3, 8)], xla_device, "everything_saveable")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_embedding_max_norm_renormalises_once(device, policy):
+    """``Embedding(max_norm=1.0)`` renormalises the looked-up rows of its weight in place in forward."""
+
+    def make() -> nn.Module:
+        m = nn.Sequential(nn.Embedding(10, 8, max_norm=1.0), nn.Linear(8, 8), nn.Tanh())
+        with torch.no_grad():
+            m[0].weight.mul_(3)  # every row above the norm
+        return m
+
+    ids = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
+    _check(make, [ids], device, policy, fewer_bytes=False)
+
+
+@pytest.mark.parametrize("mode", ["mean", "sum", "max"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_embedding_bag(device, policy, mode):
+    def make() -> nn.Module:
+        return nn.Sequential(nn.EmbeddingBag(10, 8, mode=mode), nn.Linear(8, 8), nn.Tanh())
+
+    ids = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
+    _check(make, [ids], device, policy, fewer_bytes=False)
+
+
+# --------------------------------------------------------------------------- attention and recurrence
+
+
+class _Attention(nn.Module):
+    def __init__(self, need_weights: bool) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, dropout=0.2, batch_first=True)
+        self.out = nn.Linear(16, 16)
+        self.need_weights = need_weights
+
+    def forward(self, x: torch.Tensor) -> Any:
+        o, w = self.mha(x, x, x, need_weights=self.need_weights)
+        return (self.out(o), w) if w is not None else self.out(o)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_multihead_attention_with_dropout(device, policy, need_weights):
+    _check(lambda: _Attention(need_weights), [_x(2, 5, 16)], device, policy)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_transformer_encoder_layer(device, policy, norm_first):
+    """Default dropout 0.1 in three places, post- and pre-norm."""
+
+    def make() -> nn.Module:
+        return nn.Sequential(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=norm_first))
+
+    _check(make, [_x(2, 4, 8)], device, policy)
+
+
+@pytest.mark.parametrize("preset", ["megatron_selective", "full"])
+def test_transformer_encoder_presets(device, preset):
+    """``xla_ckpt.apply`` finds nn.TransformerEncoder's layers as blocks and checkpoints both."""
+
+    def make() -> nn.Module:
+        layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def apply(model: nn.Module) -> None:
+        report = xla_ckpt.apply(model, preset)
+        assert "layers.0" in str(report) and "layers.1" in str(report)
+
+    _check(make, [_x(2, 5, 8)], device, apply)
+
+
+class _Recurrent(nn.Module):
+    def __init__(self, cls: type) -> None:
+        super().__init__()
+        self.rnn = cls(8, 8, num_layers=2, dropout=0.3, batch_first=True)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        o, h = self.rnn(x)
+        return self.out(o), h
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_lstm_two_layers_with_dropout(device, policy):
+    _check(lambda: _Recurrent(nn.LSTM), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_gru_two_layers_with_dropout(device, policy):
+    """XLA only. Importing torch_xla replaces nn.GRU by its scan-based GRU, which runs on XLA tensors
+    only (plain CPU fails too); torch's own GRU on CPU raises a false CheckpointError (reported with the
+    zoo hunt that added this file)."""
+    if device.type != "xla":
+        pytest.skip("nn.GRU on CPU: see the docstring")
+    _check(lambda: _Recurrent(nn.GRU), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+
+
+class _Sdpa(nn.Module):
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.o = nn.Linear(8, 8)
+        self.causal = causal
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=self.causal)
+        return self.o(a.transpose(1, 2).reshape(2, 5, 8))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_sdpa_with_dropout(device, policy, causal):
+    _check(lambda: _Sdpa(causal), [_x(2, 5, 8)], device, policy)
+
+
+class _Rotary(nn.Module):
+    """Rotary embedding through complex numbers (view_as_complex, a complex buffer, view_as_real)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.o = nn.Linear(8, 8)
+        t = torch.arange(5.0)[:, None] * torch.arange(1, 5.0)[None] * 0.3
+        self.register_buffer("freqs", torch.polar(torch.ones_like(t), t))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x)
+        qc = torch.view_as_complex(q.reshape(*q.shape[:-1], 4, 2))
+        return self.o(F.silu(torch.view_as_real(qc * self.freqs).flatten(-2)))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_rotary_through_complex(device, policy):
+    _check(_Rotary, [_x(2, 5, 8)], device, policy)
+
+
+# --------------------------------------------------------------------------- hooks and nested wrappers
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_full_backward_hooks_fire_once(device, policy):
+    """A full backward hook and pre-hook on a module inside the region: one call each, the same grads."""
+
+    def hooks(m: nn.Module, log: list) -> None:
+        def post(mod: nn.Module, gi: tuple, go: tuple) -> None:
+            log.extend(["post"] + [g.detach().clone() for g in gi + go if g is not None])
+
+        def pre(mod: nn.Module, go: tuple) -> None:
+            log.extend(["pre"] + [g.detach().clone() for g in go if g is not None])
+
+        m[2].register_full_backward_hook(post)
+        m[2].register_full_backward_pre_hook(pre)
+
+    _check(_mlp, [_x(3, 8)], device, policy, hooks)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_backward_hooks_that_change_grads(device, policy):
+    def hooks(m: nn.Module, log: list) -> None:
+        def pre(mod: nn.Module, go: tuple) -> tuple:
+            log.append(go[0].detach().clone())
+            return (go[0] * 2,)
+
+        def post(mod: nn.Module, gi: tuple, go: tuple) -> tuple:
+            log.append(gi[0].detach().clone())
+            return (gi[0] * 0.5,)
+
+        m[2].register_full_backward_pre_hook(pre)
+        m[1].register_full_backward_hook(post)
+
+    _check(_mlp, [_x(3, 8)], device, policy, hooks)
+
+
+class _TensorHooks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+        self.log: list = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.a(x))
+        h.register_hook(lambda g: self.log.append(g.detach().clone()))
+        h2 = h * 3
+        h2.register_hook(lambda g: g * 0.1)  # changes the grad flowing on
+        return self.b(h2)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_tensor_hooks_on_intermediates(device, policy):
+    def hooks(m: nn.Module, log: list) -> None:
+        m.log = log
+
+    _check(_TensorHooks, [_x(3, 8)], device, policy, hooks)
+
+
+class _NestedTorchCheckpoint(nn.Module):
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.3)
+        self.reentrant = reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(lambda t: self.drop(torch.tanh(self.a(t))), x,
+                                              use_reentrant=self.reentrant)
+        return self.b(h).sin()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_torch_checkpoint_nested_inside(policy, reentrant):
+    """torch.utils.checkpoint inside a region, with dropout (CPU: torch's checkpoint itself does not run
+    on XLA tensors, plain or not; torch_xla has its own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _check(lambda: _NestedTorchCheckpoint(reentrant), [_x(3, 8)], torch.device("cpu"), policy, fewer_bytes=False)
+
+
+class _FunctionalCall(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(8, 8), nn.GELU())
+        self.w = nn.Parameter(torch.randn(8, 8) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        params = {"0.weight": self.w, "0.bias": self.inner[0].bias}
+        return torch.func.functional_call(self.inner, params, (x,)) @ self.w
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_functional_call_inside(device, policy):
+    _check(_FunctionalCall, [_x(3, 8)], device, policy)
