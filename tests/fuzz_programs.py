@@ -65,7 +65,7 @@ MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
     ("dropout", 1, 2), ("rand_mask", 1, 2), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
-    ("state_index", 1, 1), ("outside_view", 1, 3),
+    ("state_index", 1, 1), ("outside_view", 1, 3), ("gates", 1, 1),
 ] + FRESH_MENU
 # What a user observes besides values and grads (issue 28): modules called inside the region with
 # hooks that record values (a forward hook and a pre-hook), a hook that changes its module's output,
@@ -413,6 +413,16 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
             elif k == "inplace_input":
                 b.add_(0.5)
                 continue
+            elif k == "gates":
+                # torch's GRU on CPU: pieces of one ``unsafe_chunk`` (one storage, no shared version
+                # counter) written in place, one after another was saved. The engine keyed the write by
+                # storage: a false CheckpointError (the module zoo found it in nn.GRUCell).
+                g = x[0] * 1.5
+                r, z = torch.unsafe_chunk(g, 2, dim=1)
+                r.sigmoid_()  # saves its result, a piece of g
+                z.mul_(0.5)
+                z.tanh_()  # writes g's storage two ops later: not r's elements, not r's version
+                y = torch.cat([r * z, z], dim=1)
             elif k == "cat_split":
                 left, _ = x[0].split(2, dim=1)
                 _, right = x[1].split(2, dim=1)

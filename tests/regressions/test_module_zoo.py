@@ -172,6 +172,60 @@ def test_fake_quantize_xla_everything_saveable(xla_device):
     _check(make, [_x(3, 8)], xla_device, "everything_saveable")
 
 
+def _qat(warm: bool = False) -> nn.Module:
+    """``prepare_qat`` with the default qconfig: per-channel observers made ``empty(0)``, resized at their
+    first call. ``warm``: after one forward under ``torch.no_grad()`` (the buffers have their shapes)."""
+    m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).train()
+    m.qconfig = torch.ao.quantization.get_default_qat_qconfig("fbgemm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
+        m = torch.ao.quantization.prepare_qat(m)
+    if warm:
+        with torch.no_grad():
+            m(_x(3, 8))
+    return m
+
+
+class _Grow(nn.Module):
+    """A buffer made empty and resized in forward, as the per-channel observers do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("low", torch.empty(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        with torch.no_grad():
+            self.low.resize_(h.shape[-1:])
+            self.low.copy_(h.amin(0))
+        return torch.tanh(h) * self.low
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_buffer_resized_in_forward(device, policy):
+    """Eager: the replay starts from the buffer's old shape and value, backward ends with the new ones
+    (before, the put-back copy raised a raw RuntimeError: "size of tensor a (8) must match ... (0)").
+    XLA: a CheckpointError naming the op (the put-back cannot resize below functionalization)."""
+    if device.type == "xla":
+        with pytest.raises(xla_ckpt.CheckpointError, match="resize"):
+            _step(_Grow, [_x(3, 8)], device, policy)
+        return
+    _check(_Grow, [_x(3, 8)], device, policy)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_prepare_qat_default_qconfig(device, policy):
+    """QAT as users prepare it. XLA: the first call's resize is refused in forward, naming the observer
+    and the fix (one forward under no_grad first), which then trains as without the library."""
+    if device.type == "xla":
+        with pytest.raises(xla_ckpt.CheckpointError, match="weight_fake_quant' resizes.*torch.no_grad"):
+            _step(_qat, [_x(3, 8)], device, policy)
+        _check(lambda: _qat(warm=True), [_x(3, 8)], device, policy)
+        return
+    _check(_qat, [_x(3, 8)], device, policy)
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_embedding_max_norm_renormalises_once(device, policy):
     """``Embedding(max_norm=1.0)`` renormalises the looked-up rows of its weight in place in forward."""
@@ -261,12 +315,32 @@ def test_lstm_two_layers_with_dropout(device, policy):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_gru_two_layers_with_dropout(device, policy):
-    """XLA only. Importing torch_xla replaces nn.GRU by its scan-based GRU, which runs on XLA tensors
-    only (plain CPU fails too); torch's own GRU on CPU raises a false CheckpointError (reported with the
-    zoo hunt that added this file)."""
-    if device.type != "xla":
-        pytest.skip("nn.GRU on CPU: see the docstring")
-    _check(lambda: _Recurrent(nn.GRU), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+    """torch's GRU on CPU splits its gate matmuls with ``unsafe_split`` and writes each gate in place:
+    pieces of one storage that share no version counter. The engine, keying buffers by storage, took
+    the write to one gate for a write to the gate saved before it: a false CheckpointError saying plain
+    autograd raises the same (found by the zoo hunt that added this file). Writes that provably miss a
+    saved tensor's elements are judged by its version now (``_base.overlap``). Importing torch_xla puts
+    its scan-based GRU at ``nn.GRU`` (XLA tensors only): CPU takes torch's own from ``nn.modules.rnn``."""
+    cls = nn.GRU if device.type == "xla" else nn.modules.rnn.GRU
+    _check(lambda: _Recurrent(cls), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+
+
+class _Cell(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = None
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        return h
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_gru_cell_unrolled(device, policy):
+    """The same gates one step at a time (``nn.GRUCell``), the form the false error was reported in."""
+    _check(_Cell, [_x(2, 3, 8)], device, policy, fewer_bytes=policy == "nothing_saveable")
 
 
 class _Sdpa(nn.Module):

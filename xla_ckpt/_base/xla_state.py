@@ -72,7 +72,7 @@ def _wrap(t: torch.Tensor) -> torch.Tensor:
 
 
 def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()) -> None:
-    """``t.copy_(value)`` (grad mode off), leaving the XLA tensor under ``t``'s wrapper as it was when
+    """``t.copy_(value)`` (grad mode off; ``t`` resized to ``value``'s shape first), leaving the XLA tensor under ``t``'s wrapper as it was when
     its buffer is among ``kept`` (buffer keys others hold).
 
     torch_xla's ``copy_`` on a functional tensor writes into the XLA tensor below the wrapper, where
@@ -86,6 +86,11 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
     if kept and t.is_xla and torch._is_functional_tensor(t) and (
             _xla.buffer_key(torch._from_functional_tensor(t)) in kept):
         t.zero_()
+    if t.shape != value.shape:
+        # fn resized it (an observer's ``empty(0)`` buffer, ``resize_``d at its first call: torch.ao's
+        # per-channel QAT observers): the replay must find the shape it started from, and backward the
+        # one it ended with.
+        t.resize_(value.shape)
     t.copy_(value)
 
 

@@ -146,6 +146,8 @@ class Forward:
         # (provisionally saved until the end of forward).
         self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
         self.planned: dict[int, tuple[Policy, list[int]]] = {}
+        # An error found in the middle of an op (a device step), raised by ``flush`` once the op is done.
+        self.refused: Optional[BaseException] = None
 
     @contextlib.contextmanager
     def nested(self, policy: Policy) -> Iterator[None]:
@@ -187,6 +189,8 @@ class Forward:
 
     def flush(self) -> None:
         """Decide the pending op (the next op arrived, or the forward ended)."""
+        if self.refused is not None:
+            raise self.refused
         if self.settle_next:
             slots, self.settle_next = self.settle_next, []
             uncounted = self.state.settle_writes(slots)

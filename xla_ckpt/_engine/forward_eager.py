@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import torch
 
+from xla_ckpt._base.overlap import elements_apart
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
 from xla_ckpt._engine.hook_values import HookValue
@@ -73,7 +74,10 @@ class EagerForward(Forward):
         runs the op and then the write again instead of writing twice into the forward's value.
         ``since``: slots from this index on were saved since the op before this one ended (by its node,
         or by this op's own just before it ran: rrelu's noise, which the op fills); they are judged after
-        the write by their versions, as autograd judges them (``RegionState.settle_writes``).
+        the write by their versions, as autograd judges them (``RegionState.settle_writes``); so are
+        earlier slots whose elements the write provably misses (``_base.overlap``: GRU's gates, pieces of
+        one ``unsafe_split`` written in place). Any other earlier slot on the written storage is stale: a
+        write that reaches its elements without autograd counting it (``.data``) the replay cannot repeat.
         """
         state = self.state
         producer = self.flow.producer
@@ -88,7 +92,8 @@ class EagerForward(Forward):
                 # counter of its own, and the replay must leave the caller's unchanged.
                 base = t if t._base is None else t._base
                 state.writing_outside(key, base, lambda: base.detach().clone())
-            later = state.writing(key, lambda i: state.inputs[i].detach().clone(), declared, since=since)
+            apart = None if since is None else (lambda s, t=t: elements_apart(self.early[s], t))
+            later = state.writing(key, lambda i: state.inputs[i].detach().clone(), declared, since=since, apart=apart)
             if later:
                 self.written_now.extend(later)
             self._recompute_writer(key)

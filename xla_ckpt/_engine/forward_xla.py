@@ -80,6 +80,10 @@ class XlaForward(Forward):
         flow = self.flow
         if key not in flow.producer:
             base = flow.outside_base.get(key)
+            if old.shape != new.shape and not (self.own_keys and key in self.own_keys) and self.refused is None:
+                # Raised once the op is done (``flush``): torch_xla's in-place trace left half done
+                # crashed the process at the next op on the buffer (a segfault in a probe).
+                self.refused = _resizes_outside(self.pending[0] if self.pending is not None else None)
             if base is None and not (self.own_keys and key in self.own_keys):
                 # From outside the region: the mode sees no version-carrying tensor, so the module's own
                 # tensor (a norm's running statistics) is found by buffer, which now holds ``new``, in the
@@ -164,6 +168,18 @@ class XlaForward(Forward):
             self.own_keys.add(self.flow.outside_base.get(buffer_key(out), buffer_key(out)))
         if self.recorder is not None:
             self.recorder.view(func, args, kwargs, out)
+
+
+def _resizes_outside(call: Any) -> CheckpointError:
+    op, module = (call.op, call.module) if call is not None else ("an op", "")
+    # Below functionalization the put-back of the old value cannot resize the buffer (probe: the replay
+    # saw the new shape, the put-back copy failed in torch_xla); eager resizes it (``xla_state.assign``).
+    return CheckpointError(
+        f"{op} in module '{module}' resizes a tensor from outside the checkpointed function (a buffer such as "
+        "a QAT observer's, made empty and resized at its first call) on XLA, where the recomputation cannot "
+        "give it back the shape it had. Run one forward under torch.no_grad() first (the buffers keep their "
+        "shape afterwards), or checkpoint this module on CPU/CUDA, where it is supported."
+    )
 
 
 def _fills_own_save(call: Any) -> CheckpointError:

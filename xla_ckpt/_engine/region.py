@@ -127,6 +127,14 @@ class _Region:
 
 def _modified(state: RegionState, index: int, t: Optional[torch.Tensor]) -> CheckpointError:
     what = f", output of {type(t.grad_fn).__name__}" if t is not None and t.grad_fn is not None else ""
+    if t is not None and t._version == state.packed_versions[index][1]:
+        # Marked stale by storage (``RegionState.writing``), its version unmoved: autograd did not count it.
+        return CheckpointError(
+            f"saved tensor #{index}{what} of the checkpointed function {state.name} was written in place "
+            "through a tensor that does not share its version counter (a .data write, or a piece of "
+            "torch.unsafe_split / unsafe_chunk overlapping it): plain autograd reads the written values in "
+            "backward, which the recomputation cannot give it. Write a clone instead, or run this code "
+            "outside the checkpointed function.")
     return CheckpointError(
         f"one of the variables needed for gradient computation has been modified by an inplace "
         f"operation (saved tensor #{index}{what} of the checkpointed function {state.name}, modified after "

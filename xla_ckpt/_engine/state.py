@@ -179,7 +179,8 @@ class RegionState:
 
     # -- inputs and what autograd saved ---------------------------------------------------------
     def writing(self, key: Any, before: Callable[[int], torch.Tensor], stale: bool = True,
-                input_index: Optional[int] = None, since: Optional[int] = None) -> list[int]:
+                input_index: Optional[int] = None, since: Optional[int] = None,
+                apart: Optional[Callable[[int], bool]] = None) -> list[int]:
         """fn writes in place to the buffer ``key``: slots saved from it are stale, an input keeps its value.
 
         ``before(i)`` gives input i's value before the write (eager: a clone; XLA: the old tensor).
@@ -189,13 +190,15 @@ class RegionState:
         ``since`` (eager): slots from this index on were saved since the op before the writing one ended
         (by that op's node after it, or the writing op's before it): returned, not marked, for
         :meth:`settle_writes` to judge by their versions once the write is done.
+        ``apart(slot)`` (eager): the write provably misses that earlier slot's elements (a piece of one
+        ``unsafe_split``, as ``nn.GRUCell`` writes): judged by its version too, as autograd does.
         """
         later: list[int] = []
         if stale:
             slots = self.packed_keys.get(key, ())
             if since is not None:
-                later = [s for s in slots if s >= since]
-                slots = [s for s in slots if s < since]
+                later = [s for s in slots if s >= since or (apart is not None and apart(s))]
+                slots = [s for s in slots if s < since and s not in later]
             self.dirty.update(slots)
         i = self.input_keys.get(key) if input_index is None else input_index
         if self.aliased and i is not None and self.aliased_write is None and (
