@@ -100,7 +100,10 @@ def _name_of(m: nn.Module) -> str:
         path = name_in(stack[i], m)
         if path is not None:
             return f"{names[i]}.{path}" if names[i] and path else names[i] or path
-    return ""
+    # Held by no running module: a function made a module at import (transformers >= 5.25 with the
+    # ``kernels`` package: ``apply_rotary_pos_emb`` is a global ``nn.Module`` the attention calls). Its
+    # ops are the caller's, as they were while it was a function.
+    return names[-1]
 
 
 def _push(m: nn.Module) -> None:

@@ -170,6 +170,41 @@ def test_grandchild_called_from_grandparent_forward():
     assert seen == ["attn", "moe.router.gate", "mlp.up", "mlp.down"]
 
 
+class _Rotary(nn.Module):
+    """A function made a module at import, held by no model (``kernels``' ``use_kernel_forward_from_hub``,
+    which transformers >= 5.25 puts on ``apply_rotary_pos_emb``)."""
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return q * q.sin()
+
+
+_ROTARY = _Rotary()
+
+
+class _Attn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ROTARY(self.q(x))
+
+
+def test_a_module_no_model_holds_is_named_as_its_caller():
+    """Its ops were reported under '' (the model's root): the report's per-layer bytes grew the root's with
+    depth and ``estimate_layers`` stopped extrapolating HF Llama (CI with transformers 5.25)."""
+    seen = []
+
+    def spy(call):
+        if call.op.overloadpacket in (torch.ops.aten.sin, torch.ops.aten.mul):
+            seen.append(call.module)
+        return Decision.SAVE
+
+    model = nn.Sequential(nn.Sequential(_Attn()))
+    xla_ckpt.checkpoint(model, torch.randn(B, D, requires_grad=True), policy=spy)
+    assert seen == ["0.0", "0.0"]
+
+
 def test_forward_called_directly_on_a_checkpointed_instance():
     """layer.forward(x) runs no module hook: the wrapper still names the layer (entered())."""
     seen = []
