@@ -307,8 +307,15 @@ class _BufferView(torch.nn.Module):
         return x + self.buf.t()
 
 
-def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str, torch.nn.Module]:
-    """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares."""
+def _modules(gen: torch.Generator, device: torch.device, log: list
+             ) -> tuple[dict[str, torch.nn.Module], dict[str, torch.nn.Module]]:
+    """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares, and the
+    models they were deep-copied from (XLA; none on CPU), whose buffers ``run`` compares too.
+
+    On XLA the modules are deep copies of synced originals, as users copy a model (an EMA, a
+    reference): the copy shares the original's device buffers until written, and a replay's restore
+    of a written buffer let the step's graph donate, and delete, the original's (the module zoo).
+    """
     mods: dict[str, torch.nn.Module] = {
         "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
@@ -320,6 +327,14 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
             for p in m.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen))
     mods = {k: m.to(device) for k, m in mods.items()}
+    originals: dict[str, torch.nn.Module] = {}
+    if device.type == "xla":
+        import copy
+
+        import torch_xla
+
+        torch_xla.sync()
+        originals, mods = mods, copy.deepcopy(mods)
     mods["logged"].register_forward_pre_hook(lambda m, args: log.append(args[0].detach().clone()))
     mods["logged"].register_forward_hook(lambda m, args, out: log.append(out.detach().clone()))
 
@@ -353,7 +368,7 @@ def _modules(gen: torch.Generator, device: torch.device, log: list) -> dict[str,
         out.register_hook(on_grad)
 
     mods["grad_hooked"].register_forward_hook(double_output_grad)
-    return mods
+    return mods, originals
 
 
 @contextlib.contextmanager
@@ -826,7 +841,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     if uses_alias(steps):  # inputs sharing b's memory, only for programs that use them
         extra.update(bt=b.t(), bs=b[1:3])
     log: list[torch.Tensor] = []
-    mods = _modules(gen, device, log)
+    mods, originals = _modules(gen, device, log)
     params.update(user_params(gen, device))  # drawn last: the other kinds' values stay as they were
     fn = _body(steps, params, _Counter(), mods, inner=policy is not None)
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
@@ -878,6 +893,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             values.append(p.grad)
         for n, t in mods[k].named_buffers():
             names.append(f"{k}.{n}")
+            values.append(t)
+        for n, t in (originals[k].named_buffers() if originals else ()):
+            names.append(f"{k}.{n} of the model it was copied from")
             values.append(t)
     return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names,
                    (torch.get_rng_state(), xla_rng), aliased_written)

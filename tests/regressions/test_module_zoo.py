@@ -7,14 +7,14 @@ vectors, fake-quant observers, an Embedding's renormalised rows), what user hook
 hooks and tensor hooks inside the region: the same calls, the same values) and the RNG streams (the CPU
 generator, and torch_xla's running seed read before the sync) with dropout in the region.
 
-The models are built afresh for each run instead of deep-copied from one: on XLA a deep copy shares
-its device buffers with the original until they are written, and a checkpointed step that writes such
-a buffer in place (spectral norm's ``_v``) deleted the original's (reported with the zoo hunt that
-added this file); these tests are about the modules, not about that.
+The models are built afresh for each run; ``test_deep_copy_keeps_the_original`` is the deep-copy case
+(on XLA a deep copy shares its device buffers with the original until they are written, and a
+checkpointed step that wrote such a buffer in place deleted the original's).
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Any, Callable, Optional
 
@@ -116,6 +116,13 @@ def _check(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: to
     _same(got, ref)
     if fewer_bytes and wrap in ("nothing_saveable", "full"):  # the policy did something: inputs kept only
         assert got["kept"] < ref["kept"], f"{wrap} kept {got['kept']} bytes, {ref['kept']} without the library"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
 
 
 def _x(*shape: int) -> torch.Tensor:
@@ -485,3 +492,41 @@ class _FunctionalCall(nn.Module):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_functional_call_inside(device, policy):
     _check(_FunctionalCall, [_x(3, 8)], device, policy)
+
+
+class _Decay(nn.Module):
+    """Writes its buffer in place in forward (as spectral norm's power iteration does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("v", torch.ones(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.v.mul_(0.5)
+        return torch.tanh(self.lin(x)) * self.v
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_deep_copy_keeps_the_original(device, policy):
+    """A deep copy of a model whose data exists, stepped (forward and backward in one XLA graph): the
+    original keeps its buffers and the copy trains as without the library. On XLA the copy shares the
+    original's device buffers until written; the replay's restore wrote the bare buffer under the copy's
+    buffer, and the step's graph donated it: the original's was deleted ("buffer ... is deleted")."""
+    runs = {}
+    for wrap in (None, policy):
+        torch.manual_seed(0)
+        original = nn.Sequential(_Decay(), nn.Tanh(), _Decay()).to(device)
+        x = _x(3, 8).to(device).requires_grad_()
+        _sync(device)
+        model = copy.deepcopy(original)
+        if wrap is not None:
+            xla_ckpt.checkpointed(model, policy=wrap)
+        out = model(x)
+        out.sum().backward()
+        _sync(device)
+        runs[wrap] = ([out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
+                      + [b.cpu() for b in model.buffers()] + [b.cpu() for b in original.buffers()])
+    for got, ref in zip(runs[policy], runs[None]):
+        torch.testing.assert_close(got, ref)

@@ -71,6 +71,11 @@ def _wrap(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _computed(value: torch.Tensor) -> torch.Tensor:
+    """``value`` as an op's result, never a bare device buffer (any dtype)."""
+    return torch.where(torch.ones((), dtype=torch.bool, device=value.device), value, value)
+
+
 def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()) -> None:
     """``t.copy_(value)`` (grad mode off; ``t`` resized to ``value``'s shape first), leaving the XLA tensor under ``t``'s wrapper as it was when
     its buffer is among ``kept`` (buffer keys others hold).
@@ -82,6 +87,10 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
     A ``zero_`` first moves the wrapper to a new XLA tensor, which the copy then fills. Only then: a
     plain ``copy_`` keeps the XLA tensor ``t`` holds, so a replayed op that reads ``t`` matches the
     forward's read by buffer (``_engine.outside.check_read``) instead of comparing values on the device.
+    On XLA the copy is of a computed value: ``copy_`` from a bare device buffer (the value before the
+    forward) makes the XLA tensor under ``t`` that buffer, and the step's graph then donates it to the
+    buffer's new value (``XLA_ENABLE_PARAM_ALIASING``). A deep copy of a model shares its buffers with
+    the original until they are written: the original's buffer was deleted (the module zoo's probe).
     """
     if kept and t.is_xla and torch._is_functional_tensor(t) and (
             _xla.buffer_key(torch._from_functional_tensor(t)) in kept):
@@ -91,7 +100,7 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
         # per-channel QAT observers): the replay must find the shape it started from, and backward the
         # one it ended with.
         t.resize_(value.shape)
-    t.copy_(value)
+    t.copy_(_computed(value) if t.is_xla else value)
 
 
 # --------------------------------------------------------------------------- sharding
