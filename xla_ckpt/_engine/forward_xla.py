@@ -170,28 +170,32 @@ class XlaForward(Forward):
             self.recorder.view(func, args, kwargs, out)
 
 
-def _resizes_outside(call: Any) -> CheckpointError:
+def _refused(call: Any, what: str) -> CheckpointError:
+    """``what`` the op of ``call`` (the OpCall being decided, None if unknown) does that XLA cannot replay."""
     op, module = (call.op, call.module) if call is not None else ("an op", "")
+    return CheckpointError(f"{op} in module '{module}' {what}")
+
+
+def _resizes_outside(call: Any) -> CheckpointError:
     # Below functionalization the put-back of the old value cannot resize the buffer (probe: the replay
     # saw the new shape, the put-back copy failed in torch_xla); eager resizes it (``xla_state.assign``).
-    return CheckpointError(
-        f"{op} in module '{module}' resizes a tensor from outside the checkpointed function (a buffer such as "
+    return _refused(call, (
+        "resizes a tensor from outside the checkpointed function (a buffer such as "
         "a QAT observer's, made empty and resized at its first call) on XLA, where the recomputation cannot "
         "give it back the shape it had. Run one forward under torch.no_grad() first (the buffers keep their "
         "shape afterwards), or checkpoint this module on CPU/CUDA, where it is supported."
-    )
+    ))
 
 
 def _fills_own_save(call: Any) -> CheckpointError:
-    op, module = (call.op, call.module) if call is not None else ("an op", "")
     # Eager judges such a write by versions, as autograd does (``EagerForward.before_write``). Below
     # functionalization the slot keeps the buffer from before the write, and the replay's too: accepting
     # the write gave wrong values in a probe, so XLA refuses it while the forward runs.
-    return CheckpointError(
-        f"{op} in module '{module}' writes a tensor autograd saved for backward, a write autograd does not "
+    return _refused(call, (
+        "writes a tensor autograd saved for backward, a write autograd does not "
         "count (F.rrelu fills the noise its own node saved so, in eval mode too; a write through .data right "
         "after the op that saved it is another); on XLA the recomputation cannot give backward the written "
         "value. Call it outside the checkpointed function, use another activation (in eval mode rrelu is "
         "F.leaky_relu with slope (lower + upper) / 2), or checkpoint this module on CPU/CUDA, where it is "
         "supported."
-    )
+    ))
