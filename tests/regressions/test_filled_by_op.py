@@ -79,3 +79,22 @@ def test_write_through_data_after_the_saving_op(device, policy):
         return
     for r, g in zip(ref, run(policy)):
         torch.testing.assert_close(g, r)
+
+
+def test_a_later_data_write_to_a_live_saved_tensor_names_the_uncounted_write():
+    """A ``.data`` write ops after the save, to a saved tensor fn returns (alive at backward): autograd does
+    not count it and plain backward reads the written values, which the replay cannot give. The error
+    says so, instead of claiming plain autograd raises the same (it does not)."""
+    def fn(x: torch.Tensor):
+        y = x.exp()
+        z = y.sin()
+        y.data.mul_(0.5)
+        return y, z
+
+    x = torch.randn(4, requires_grad=True)
+    y, z = fn(x)
+    (y.sum() + z.sum()).backward()  # plain: no error
+    x2 = x.detach().clone().requires_grad_()
+    y, z = xla_ckpt.checkpoint(fn, x2, policy="nothing_saveable")
+    with pytest.raises(xla_ckpt.CheckpointError, match="does not share its version counter"):
+        (y.sum() + z.sum()).backward()

@@ -77,8 +77,8 @@ def _computed(value: torch.Tensor) -> torch.Tensor:
 
 
 def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()) -> None:
-    """``t.copy_(value)`` (grad mode off; ``t`` resized to ``value``'s shape first), leaving the XLA tensor under ``t``'s wrapper as it was when
-    its buffer is among ``kept`` (buffer keys others hold).
+    """``t.copy_(value)`` (grad mode off; ``t`` resized to ``value``'s shape first), leaving the XLA
+    tensor under ``t``'s wrapper as it was when its buffer is among ``kept`` (buffer keys others hold).
 
     torch_xla's ``copy_`` on a functional tensor writes into the XLA tensor below the wrapper, where
     an in-place op gives the wrapper a new one. A region may keep that XLA tensor as an op's output (a

@@ -196,10 +196,11 @@ class RegionState:
         later: list[int] = []
         if stale:
             slots = self.packed_keys.get(key, ())
-            if since is not None:
-                later = [s for s in slots if s >= since or (apart is not None and apart(s))]
-                slots = [s for s in slots if s < since and s not in later]
-            self.dirty.update(slots)
+            for s in slots:
+                if since is not None and (s >= since or (apart is not None and apart(s))):
+                    later.append(s)
+                else:
+                    self.dirty.add(s)
         i = self.input_keys.get(key) if input_index is None else input_index
         if self.aliased and i is not None and self.aliased_write is None and (
                 i in self.aliased or key in self.aliased):
