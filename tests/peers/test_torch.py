@@ -292,8 +292,6 @@ def test_access_saved_tensor_twice_without_recomputation_works():
         d.grad_fn._saved_result  # noqa: B018
 
 
-@pytest.mark.xfail(strict=True, reason="engine: region inputs come back from the replay as detached aliases, "
-                   "not the objects the forward saved")
 def test_checkpointing_without_reentrant_saved_object_identity():
     """test_autograd.py TestAutograd.test_checkpointing_without_reentrant_saved_object_identity."""
     x_backward = None

@@ -200,3 +200,30 @@ def test_an_error_in_a_hook_leaves_no_patch_installed():
         block(torch.randn(2, 4, requires_grad=True))
     assert nn.Module._call_impl is original
     assert all(type(h).__name__ != "Guard" for h in block[1]._forward_hooks.values())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_saved_input_needing_no_grad_unpacks_as_the_object_the_forward_saved(policy):
+    """Without the library ``ctx.saved_tensors`` hands back the very tensor a Function saved when it
+    needs no grad (torch's own checkpoint keeps that; a detached alias is another object, and an
+    ``nn.Parameter`` came back a plain Tensor). Eager only: on XLA the recompute starts from fenced
+    copies of its inputs (docs/correctness.md)."""
+    got: dict[str, torch.Tensor] = {}
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, s):  # type: ignore[no-untyped-def]
+            ctx.save_for_backward(s)
+            return x * s
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def]
+            (got["s"],) = ctx.saved_tensors
+            return g * got["s"], None
+
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    for s in (torch.tensor(3.0), nn.Parameter(torch.tensor(3.0), requires_grad=False)):
+        a.grad = None
+        xla_ckpt.checkpoint(lambda x, s: Scale.apply(x.sin(), s).sum(), a, s, policy=policy).backward()
+        assert got["s"] is s
+        torch.testing.assert_close(a.grad, 3.0 * a.detach().cos())

@@ -106,7 +106,8 @@ def _as_cacheable(d: torch.Tensor, cacheable: bool) -> torch.Tensor:
         return d.view_as(d)
 
 
-def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, dict]:
+def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int]) -> tuple[tuple, dict]:
+    """The replay's arguments; ``same`` gets the ids of the forward's inputs handed over as they are."""
     index = {id(t): i for i, t in enumerate(region.inputs) if t is not None}
 
     def start(t: Any) -> Any:
@@ -127,6 +128,13 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence]) -> tuple[tuple, 
             return t
         i = index.get(id(t))
         written = i is not None and i in region.pristine
+        if i is not None and fence is None and not written and not region.input_grad[i] and not t.requires_grad:
+            # The forward's own object, as without the library: a saved input that needs no grad
+            # unpacks as the very tensor the forward saved (``ctx.saved_tensors[0] is b``; torch's
+            # test_checkpointing_without_reentrant_saved_object_identity), and fn sees in the replay
+            # what it saw in the forward (an ``nn.Parameter`` stays one; a detached alias would not).
+            same.add(id(t))
+            return t
         base = region.backward.start(region.pristine[i]) if written else t
         d = base.detach()
         if fence is not None and _xla.is_xla(d):
@@ -157,6 +165,7 @@ class Recomputation:
         self.outputs: list[Any] = []
         self.replay: Optional[ReplayMode] = None
         self.hooks = 0  # user module hooks the replay reached so far
+        self.same: set[int] = set()  # ids of the forward's inputs the replay runs on as they are
 
     def pack(self, t: torch.Tensor) -> Any:
         """Autograd saved ``t`` in the recompute: the tensor the forward's slot at this index stands for."""
@@ -171,7 +180,8 @@ class Recomputation:
             )
         d = self.state.outside.kept.get(len(self.outputs))  # an outside tensor: the forward's, as autograd
         if d is None:
-            d = detach_unseen(t, self)
+            # An input the replay got as it is, needing no grad (no graph to cycle through): itself.
+            d = t if self.same and id(t) in self.same and not t.requires_grad else detach_unseen(t, self)
         self.outputs.append(d)
         return d
 
@@ -209,7 +219,7 @@ class Recomputation:
             fence = region.backward.fence()
             program = region.backward.program
             if program is None:
-                args, kwargs = _replay_inputs(region, fence)
+                args, kwargs = _replay_inputs(region, fence, self.same)
         if program is not None:
             with contextlib.ExitStack() as stack:
                 for device_type in region.autocast.types:  # the recorded ops are autocast's outputs already
