@@ -29,6 +29,7 @@ from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.entries import Absent
+from xla_ckpt._engine.members import as_in_forward
 from xla_ckpt._engine.state import RegionState
 
 __all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
@@ -287,7 +288,8 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
-    return Recomputation(state).run()
+    with as_in_forward(state.members):
+        return Recomputation(state).run()
 
 
 _queued: set[int] = set()  # graph tasks (backward calls) whose end puts torch_xla's base seed back

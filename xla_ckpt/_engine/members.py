@@ -1,0 +1,60 @@
+"""The checkpointed module's parameters and buffers as its forward found them, put back for its recompute.
+
+A region's recompute reads the module's tensors again through its attributes (fn run again, or on XLA
+the recorded program, which finds them by module: ``outside.by_buffer``), where plain autograd reads
+the tensors the forward ran with. The two differ when the forward ran with tensors swapped in for the
+call only: ``torch.func.functional_call(model, {"emb.weight": w}, ...)`` puts ``w`` into the module's
+``_parameters`` and takes it out again when the call returns, before backward; the recompute then read
+the module's own weight (a CheckpointError, "values differ from the forward's", on CPU and XLA). The
+same holds for a parameter the user assigns anew between forward and backward, and for a buffer the
+forward itself reassigns (``self.buf = self.buf + 1``): plain autograd's graph holds the old tensor.
+
+So a region notes, when it starts, which tensor each of its module's parameter and buffer slots holds,
+and its recompute runs with those tensors in the slots that hold another one now, putting back what it
+found when it ends (also on errors). Only plain tensors are swapped: FSDP2 reshards a module after its
+forward by putting DTensor shards into the same slots, and gathers them again itself in the recompute.
+Identity only: a tensor written in place is the outside check's business (``outside.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional
+
+import torch
+from torch import nn
+
+from xla_ckpt._base.subclass import PLAIN
+
+__all__ = ["Members", "members_of", "as_in_forward"]
+
+# (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there)
+Members = list[tuple[dict, str, torch.Tensor]]
+
+_MISSING = object()
+
+
+def members_of(module: Optional[nn.Module]) -> Optional[Members]:
+    """Each parameter and buffer slot of ``module`` and its submodules, with the tensor it holds now."""
+    if module is None:
+        return None
+    return [(d, name, t) for m in module.modules() for d in (m._parameters, m._buffers)
+            for name, t in d.items() if t is not None]
+
+
+@contextlib.contextmanager
+def as_in_forward(members: Optional[Members]) -> Iterator[None]:
+    """The slots that hold another plain tensor than in the forward hold the forward's while this runs."""
+    swapped: list[tuple[dict, str, Any]] = []
+    if members:
+        for d, name, t in members:
+            now = d.get(name, _MISSING)
+            if now is t or type(now) not in PLAIN or type(t) not in PLAIN:
+                continue
+            swapped.append((d, name, now))
+            d[name] = t
+    try:
+        yield
+    finally:
+        for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
+            d[name] = now
