@@ -198,32 +198,47 @@ def test_forward_pre_hook_rewrites_kwargs(device, policy):
 
 
 class _SelfRemoving(nn.Module):
-    """A forward hook that removes itself at its first call (a one-shot hook, as a warm-up probe)."""
+    """A forward hook that removes itself at its first call (a one-shot hook, as a warm-up probe), and a
+    recording hook that the step removes between forward and backward (as feature extractors do)."""
 
-    def __init__(self) -> None:
+    def __init__(self, returns: bool) -> None:
         super().__init__()
         self.a = nn.Linear(8, 8)
         self.b = nn.Linear(8, 4)
+        self.log: list = []
 
-        def once(mod: nn.Module, args: tuple, out: torch.Tensor) -> torch.Tensor:
+        def once(mod: nn.Module, args: tuple, out: torch.Tensor) -> Any:
             self.handle.remove()
-            return out * 3
+            self.log.append(out.detach().clone())
+            return out * 3 if returns else None
 
         self.handle = self.a.register_forward_hook(once)
+        self.record = self.b.register_forward_hook(lambda mod, args, out: self.log.append(out.detach().clone()))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x)))
+        out = self.b(torch.tanh(self.a(x)))
+        self.record.remove()  # the caller's removal after forward, before backward
+        return out
 
 
+@pytest.mark.parametrize("returns", [False, True])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_forward_hook_removed_mid_step(device, policy):
-    """The hook returned a new output in the forward and is gone when backward replays fn. XLA replays its
-    recorded program (exact); the eager replay runs fn without the hook: a CheckpointError."""
-    if device.type == "cpu" and policy != "everything_saveable":
-        with pytest.raises(xla_ckpt.CheckpointError, match="values differ from the forward's"):
-            _step(_SelfRemoving, [_x(3, 8)], device, policy)
+def test_forward_hooks_removed_mid_step(device, policy, returns):
+    """Removed before backward: a hook that returned None is exact. One that returned a new output is
+    exact on XLA (the recorded program runs no hooks); the eager replay runs fn without it and cannot
+    hand its output back: a CheckpointError naming the hook and the cause (before, one about an
+    outside tensor whose values differ, naming neither)."""
+
+    def hooks(m: nn.Module, log: list) -> None:
+        m.log = log
+
+    make = lambda: _SelfRemoving(returns)  # noqa: E731
+    if returns and device.type == "cpu" and policy != "everything_saveable":
+        cause = "values differ.*Likely cause: .*'once' of module Linear returned new.*removed before backward"
+        with pytest.raises(xla_ckpt.CheckpointError, match=cause):
+            _step(make, [_x(3, 8)], device, policy, hooks)
         return
-    _check(_SelfRemoving, [_x(3, 8)], device, policy)
+    _check(make, [_x(3, 8)], device, policy, hooks)
 
 
 # --------------------------------------------------------------------------- tensors swapped into the module

@@ -158,6 +158,7 @@ class Recomputation:
         self.outputs: list[Any] = []
         self.replay: Optional[ReplayMode] = None
         self.hooks = 0  # user module hooks the replay reached so far
+        self.removed: Optional[str] = None  # why the replay may differ: a hook removed since (``module_called``)
 
     def pack(self, t: torch.Tensor) -> Any:
         """Autograd saved ``t`` in the recompute: the tensor the forward's slot at this index stands for."""
@@ -194,6 +195,27 @@ class Recomputation:
                 return tree_map(lambda v: v.stand_in(start, hidden, hook, module) if isinstance(v, HookValue) else v,
                                 result)
         return None
+
+    def module_called(self, module: Any, registered: Collection[Any]) -> None:
+        """The replay calls ``module``, whose user hooks are ``registered`` now. A hook that returned new
+        inputs or a new output for it in the forward and is gone (``handle.remove()`` between forward and
+        backward, a one-shot hook removing itself) cannot hand that back: fn run again computes other
+        values there. Noted, not raised: where nothing recomputed reads them (everything saved) the replay
+        is exact; where something does, its CheckpointError (an outside tensor whose values differ, naming
+        neither hook nor cause) gets the hook as its likely cause (``run``). XLA's program runs no hooks."""
+        if self.removed is not None:
+            return
+        for j in range(self.hooks, len(self.state.hook_results)):
+            hook, m, result = self.state.hook_results[j]
+            if m is module and result is not None and not any(hook is h for h in registered):
+                self.removed = (
+                    f"Likely cause: the forward hook or pre-hook {getattr(hook, '__name__', hook)!r} of module "
+                    f"{type(module).__name__} returned new inputs or a new output in the checkpointed forward and "
+                    "was removed before backward; the recomputation runs fn again without it and cannot hand back "
+                    "what it returned. Remove the hook after backward (or return None from it), or register it "
+                    "on a module outside the checkpointed region."
+                )
+                return
 
     def run(self) -> list[Any]:
         """Recompute what autograd saved: the recorded program (XLA), or ``fn`` run again."""
@@ -235,6 +257,10 @@ class Recomputation:
                 stack.enter_context(region.backward.visible())
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
+        except CheckpointError as e:
+            if self.removed is None:
+                raise
+            raise CheckpointError(f"{e} {self.removed}") from e
         finally:
             self.replay = None
             _settle_later()
