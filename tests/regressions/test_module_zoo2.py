@@ -447,3 +447,58 @@ def test_under_caller_autocast_bf16(policy):
 
     ids = torch.tensor([[1, 2, 4, 5, 7], [4, 3, 2, 9, 15]])
     _check(Cast, [ids], torch.device("cpu"), lambda m: wrap(m.inner), fewer_bytes=False)
+
+
+# --------------------------------------------------------------------------- Hugging Face
+
+
+def _dynamic_llama() -> nn.Module:
+    """Llama with dynamic NTK rope scaling: its rotary embedding (the model's, outside the decoder layers)
+    recomputes ``inv_freq`` and reassigns the buffer when a sequence outgrows max_position_embeddings."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=64, max_position_embeddings=8,
+                                   rope_scaling={"rope_type": "dynamic", "factor": 2.0}, attention_dropout=0.1)
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def _llama_steps(device: torch.device, wrap: Any) -> list:
+    """Three steps of growing, shrinking and growing sequences: the rotary buffers change between them."""
+    torch.manual_seed(0)
+    m = _dynamic_llama().to(device).train()
+    if wrap is not None:
+        wrap(m)
+    seen: list = []
+    for seq in (12, 6, 16):
+        ids = torch.randint(0, 64, (2, seq), generator=torch.Generator().manual_seed(seq)).to(device)
+        _seed(device, 7)
+        m(input_ids=ids, labels=ids).loss.backward()
+        rng = _rng(device)
+        _sync(device)
+        seen += [rng[0], *rng[1:]] + [p.grad.cpu() for p in m.parameters()] + [b.cpu().clone() for b in m.buffers()]
+        m.zero_grad()
+    return seen
+
+
+def _same_steps(got: list, ref: list) -> None:
+    assert len(got) == len(ref)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        if isinstance(r, int):
+            assert g == r, f"torch_xla running seed {i}"
+        else:
+            torch.testing.assert_close(g, r, msg=lambda m, i=i: f"value {i}: {m}")
+
+
+@pytest.mark.slow_on_xla  # XLA compiles each of the three lengths, twice: about 20 s
+@pytest.mark.parametrize("how", ["apply", "whole model"])
+def test_llama_dynamic_rope(device, how):
+    """``apply`` (the decoder layers, as users run it): exact. The whole model in one region: XLA's program
+    is exact; the eager replay reaches the rotary's Python branch on its own updated cache length and
+    diverges: a CheckpointError naming the rotary embedding and the cause."""
+    wrap = (lambda m: xla_ckpt.apply(m, "full")) if how == "apply" else (
+        lambda m: xla_ckpt.checkpointed(m, policy="nothing_saveable"))
+    if how == "whole model" and device.type == "cpu":
+        with pytest.raises(xla_ckpt.CheckpointError, match="diverged.*'model.rotary_emb'.*state that the forward changed"):
+            _llama_steps(device, wrap)
+        return
+    _same_steps(_llama_steps(device, wrap), _llama_steps(device, None))
