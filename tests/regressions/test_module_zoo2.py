@@ -502,3 +502,83 @@ def test_llama_dynamic_rope(device, how):
             _llama_steps(device, wrap)
         return
     _same_steps(_llama_steps(device, wrap), _llama_steps(device, None))
+
+
+class _CachedAround(nn.Module):
+    """An orthogonal weight used twice; the caller opens ``parametrize.cached()`` around the whole step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mid = nn.utils.parametrizations.orthogonal(nn.Linear(8, 8))
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.mid(self.mid(x).tanh()).sin())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_parametrize_cached_around_the_forward(device, policy):
+    """``parametrize.cached()`` open around the model call, closed before backward: the forward computed
+    the weight once and read the cache after, the replay (cache closed) computed it at each read: a
+    CheckpointError ("diverged ... aten.tril") on CPU, every policy. The replay now caches as the forward did."""
+
+    def wrap(m: nn.Module) -> None:
+        xla_ckpt.checkpointed(m, policy=policy)
+        inner = m.forward
+
+        def cached(*args: Any) -> Any:
+            with nn.utils.parametrize.cached():
+                return inner(*args)
+
+        m.forward = cached
+
+    _check(_CachedAround, [_x(3, 8)], device, wrap)
+
+
+@pytest.mark.parametrize("policy", REPLAYED)
+def test_parametrize_cached_around_forward_and_backward(device, policy):
+    """Open around backward too: the replay found the forward's weight in the cache at its first read."""
+
+    def run(wrap: bool) -> list:
+        torch.manual_seed(0)
+        m = _CachedAround().to(device)
+        if wrap:
+            xla_ckpt.checkpointed(m, policy=policy)
+        x = _x(3, 8).to(device).requires_grad_()
+        with nn.utils.parametrize.cached():
+            out = m(x)
+            out.pow(2).sum().backward()
+        _sync(device)
+        return [out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in m.parameters()]
+
+    for g, r in zip(run(True), run(False)):
+        torch.testing.assert_close(g, r)
+
+
+def _old_weight_norm() -> nn.Module:
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")  # deprecated in favour of parametrizations.weight_norm
+        mid = nn.utils.weight_norm(nn.Linear(8, 8))
+    return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), mid, nn.GELU(), mid, nn.Linear(8, 4))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_old_weight_norm_called_twice(device, policy):
+    """The old ``nn.utils.weight_norm``: a forward pre-hook assigns ``weight`` anew (a plain attribute) at
+    each call, here twice in one forward."""
+    _check(_old_weight_norm, [_x(3, 8)], device, policy)
+
+
+def _mbconv() -> nn.Module:
+    from functools import partial
+
+    from torchvision.models.efficientnet import MBConv, MBConvConfig
+
+    cfg = MBConvConfig(4, 3, 1, 8, 8, 1, width_mult=1.0, depth_mult=1.0)
+    return MBConv(cfg, 0.5, partial(nn.BatchNorm2d, eps=1e-3))
+
+
+@pytest.mark.parametrize("policy", REPLAYED)
+def test_efficientnet_mbconv(device, policy):
+    """Expand, depthwise conv, squeeze-excitation (pool, SiLU, sigmoid gate), BatchNorm, stochastic depth."""
+    _check(_mbconv, [_x(4, 8, 5, 5)], device, policy)

@@ -14,6 +14,13 @@ and its recompute runs with those tensors in the slots that hold another one now
 found when it ends (also on errors). Only plain tensors are swapped: FSDP2 reshards a module after its
 forward by putting DTensor shards into the same slots, and gathers them again itself in the recompute.
 Identity only: a tensor written in place is the outside check's business (``outside.py``).
+
+``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
+step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
+computed a parametrized weight once and read it from the cache after; the replay, the cache closed,
+computed it at each read: a CheckpointError ("recomputation diverged ... ran aten.tril"), every policy on
+CPU. The region notes whether caching was on and what the cache held as it started, and its recompute
+runs with that (a copy: what the forward added is computed again, as the forward computed it).
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize as _parametrize
 
 from xla_ckpt._base.subclass import PLAIN
 
-__all__ = ["Members", "members_of", "as_in_forward"]
+__all__ = ["Members", "members_of", "parametrize_cache", "as_in_forward"]
 
 # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there)
 Members = list[tuple[dict, str, torch.Tensor]]
@@ -42,9 +50,19 @@ def members_of(module: Optional[nn.Module]) -> Optional[Members]:
             for name, t in d.items() if t is not None]
 
 
+def parametrize_cache() -> Optional[dict]:
+    """What ``parametrize.cached()``'s cache holds now, if caching is on (else None)."""
+    return dict(_parametrize._cache) if _parametrize._cache_enabled else None
+
+
 @contextlib.contextmanager
-def as_in_forward(members: Optional[Members]) -> Iterator[None]:
-    """The slots that hold another plain tensor than in the forward hold the forward's while this runs."""
+def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> Iterator[None]:
+    """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
+    and parametrizations are cached as they were when the forward started (``cache``)."""
+    enabled, table = _parametrize._cache_enabled, _parametrize._cache
+    if cache is not None or enabled:
+        _parametrize._cache_enabled = 1 if cache is not None else 0
+        _parametrize._cache = dict(cache) if cache is not None else {}
     swapped: list[tuple[dict, str, Any]] = []
     if members:
         for d, name, t in members:
@@ -58,3 +76,4 @@ def as_in_forward(members: Optional[Members]) -> Iterator[None]:
     finally:
         for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
             d[name] = now
+        _parametrize._cache_enabled, _parametrize._cache = enabled, table

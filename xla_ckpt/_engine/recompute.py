@@ -314,7 +314,7 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
-    with as_in_forward(state.members):
+    with as_in_forward(state.members, state.parametrize_cache):
         return Recomputation(state).run()
 
 
