@@ -582,3 +582,25 @@ def _mbconv() -> nn.Module:
 def test_efficientnet_mbconv(device, policy):
     """Expand, depthwise conv, squeeze-excitation (pool, SiLU, sigmoid gate), BatchNorm, stochastic depth."""
     _check(_mbconv, [_x(4, 8, 5, 5)], device, policy)
+
+
+class _FrozenAfter(nn.Module):
+    """A GAN's generator step: the discriminator's parameters stop requiring grad after the forward through
+    it and before backward (plain autograd differentiates the graph the forward recorded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Linear(8, 8)
+        self.d = nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.2), nn.Dropout(0.2), nn.Linear(8, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.d(torch.tanh(self.g(x)))
+        self.d.requires_grad_(False)
+        return out
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_requires_grad_switched_off_before_backward(device, policy):
+    """The replay ran with the frozen flags and saved fewer tensors than the forward: a CheckpointError
+    ("saved 4 tensors; the forward ... saved 6") on CPU; it now runs with the flags the forward found."""
+    _check(_FrozenAfter, [_x(3, 8)], device, lambda m: xla_ckpt.checkpointed(m.d, policy=policy), fewer_bytes=False)

@@ -13,7 +13,11 @@ So a region notes, when it starts, which tensor each of its module's parameter a
 and its recompute runs with those tensors in the slots that hold another one now, putting back what it
 found when it ends (also on errors). Only plain tensors are swapped: FSDP2 reshards a module after its
 forward by putting DTensor shards into the same slots, and gathers them again itself in the recompute.
-Identity only: a tensor written in place is the outside check's business (``outside.py``).
+Identity, and ``requires_grad`` of leaves: a GAN step freezing its discriminator
+(``p.requires_grad_(False)`` for its parameters) after the forward through it and before backward made the
+replay save fewer tensors than the forward (a CheckpointError, "recomputation ... saved 4 tensors; the forward
+... saved 6"), where plain autograd differentiates the graph the forward recorded. A tensor written in place
+is the outside check's business (``outside.py``).
 
 ``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
 step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
@@ -36,8 +40,9 @@ from xla_ckpt._base.subclass import PLAIN
 
 __all__ = ["Members", "members_of", "parametrize_cache", "as_in_forward"]
 
-# (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there)
-Members = list[tuple[dict, str, torch.Tensor]]
+# (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there, whether
+# it required grad then)
+Members = list[tuple[dict, str, torch.Tensor, bool]]
 
 _MISSING = object()
 
@@ -46,7 +51,7 @@ def members_of(module: Optional[nn.Module]) -> Optional[Members]:
     """Each parameter and buffer slot of ``module`` and its submodules, with the tensor it holds now."""
     if module is None:
         return None
-    return [(d, name, t) for m in module.modules() for d in (m._parameters, m._buffers)
+    return [(d, name, t, t.requires_grad) for m in module.modules() for d in (m._parameters, m._buffers)
             for name, t in d.items() if t is not None]
 
 
@@ -64,8 +69,12 @@ def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> I
         _parametrize._cache_enabled = 1 if cache is not None else 0
         _parametrize._cache = dict(cache) if cache is not None else {}
     swapped: list[tuple[dict, str, Any]] = []
+    flipped: list[torch.Tensor] = []
     if members:
-        for d, name, t in members:
+        for d, name, t, grad in members:
+            if t.requires_grad != grad and t.is_leaf:
+                t.requires_grad_(grad)
+                flipped.append(t)
             now = d.get(name, _MISSING)
             if now is t or type(now) not in PLAIN or type(t) not in PLAIN:
                 continue
@@ -76,4 +85,6 @@ def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> I
     finally:
         for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
             d[name] = now
+        for t in flipped:
+            t.requires_grad_(not t.requires_grad)
         _parametrize._cache_enabled, _parametrize._cache = enabled, table
