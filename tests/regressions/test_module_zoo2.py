@@ -24,6 +24,10 @@ tv_ops = pytest.importorskip("torchvision.ops")
 
 # Where the slower cases run only under the policies that replay (everything_saveable recomputes nothing).
 REPLAYED = POLICIES[:2]
+# The fast tier keeps the file near 40 s: these variants' XLA cases (a compile each) are slow tier.
+_SLOW_ON_XLA = pytest.mark.slow_on_xla
+# All three policies on CPU; everything_saveable's XLA case (nothing recomputed) slow tier.
+POLICIES_FAST_XLA = [*REPLAYED, pytest.param(POLICIES[2], marks=_SLOW_ON_XLA)]
 
 
 # --------------------------------------------------------------------------- torchvision blocks
@@ -43,7 +47,7 @@ class _StochasticDepthBlock(nn.Module):
 
 
 @pytest.mark.parametrize("mode", ["row", "batch"])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
 def test_stochastic_depth(device, policy, mode):
     _check(lambda: _StochasticDepthBlock(mode), [_x(6, 8)], device, policy)
 
@@ -54,7 +58,7 @@ def _cn_block() -> nn.Module:
     return CNBlock(8, layer_scale=0.5, stochastic_depth_prob=0.5)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [POLICIES[0], *(pytest.param(p, marks=_SLOW_ON_XLA) for p in POLICIES[1:])])
 def test_convnext_block(device, policy):
     """Depthwise 7x7 conv, permutes, LayerNorm, layer scale and row stochastic depth."""
     _check(_cn_block, [_x(4, 8, 7, 7)], device, policy)
@@ -67,7 +71,7 @@ def _basic_block(momentum: Any) -> nn.Module:
     return BasicBlock(4, 8, stride=2, downsample=down)
 
 
-@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("momentum", [pytest.param(0.1, marks=_SLOW_ON_XLA), None])
 @pytest.mark.parametrize("policy", REPLAYED)
 def test_resnet_basic_block(device, policy, momentum):
     """Three BatchNorms in training: running mean / var and num_batches_tracked (momentum None: the
@@ -101,7 +105,7 @@ class _Noisy(nn.Module):
 
 
 @pytest.mark.parametrize("kind", ["rrelu", "alpha", "feature_alpha", "dropout2d", "inplace"])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
 def test_random_activations(device, policy, kind):
     """RReLU draws its slopes into a noise tensor it writes in place; the alpha dropouts and Dropout2d
     draw a mask per element or per channel; ``Dropout(inplace=True)`` writes its input. RReLU on XLA:
@@ -128,7 +132,7 @@ def _parametrized(kind: str) -> nn.Module:
 
 
 @pytest.mark.parametrize("kind", ["weight_norm", "orthogonal"])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
 def test_parametrizations(device, policy, kind):
     _check(lambda: _parametrized(kind), [_x(3, 8)], device, policy)
 
@@ -361,7 +365,7 @@ def _run_step(body: Any, device: torch.device, wrap: Any) -> list:
 
 
 @pytest.mark.parametrize("body", [_accumulate, _retained, _penalty, _clipped], ids=lambda b: b.__name__[1:])
-@pytest.mark.parametrize("where", ["model", "shared layer"])
+@pytest.mark.parametrize("where", ["model", pytest.param("shared layer", marks=_SLOW_ON_XLA)])
 @pytest.mark.parametrize("policy", REPLAYED)
 def test_step_shapes(device, policy, where, body):
     """The shared layer checkpointed (two regions over one module) or the whole model (one region
@@ -578,7 +582,7 @@ def _mbconv() -> nn.Module:
     return MBConv(cfg, 0.5, partial(nn.BatchNorm2d, eps=1e-3))
 
 
-@pytest.mark.parametrize("policy", REPLAYED)
+@pytest.mark.parametrize("policy", [POLICIES[0], pytest.param(POLICIES[1], marks=_SLOW_ON_XLA)])
 def test_efficientnet_mbconv(device, policy):
     """Expand, depthwise conv, squeeze-excitation (pool, SiLU, sigmoid gate), BatchNorm, stochastic depth."""
     _check(_mbconv, [_x(4, 8, 5, 5)], device, policy)
