@@ -79,9 +79,11 @@ MENU: list[tuple[str, int, int]] = [
 # "bw_hooked": a full backward pre-hook that records and halves grad_output, and a full backward hook
 # recording grad_input; "grad_hooked": a forward hook registering a tensor hook on the output that records
 # and doubles its grad (hooks in backward fire on the forward's graph, once, with the plain run's grads).
-MENU += [("module", 1, 10)]
+# "orthogonal": a Linear under ``parametrizations.orthogonal`` applied twice (the weight read twice: once
+# computed under ``parametrize.cached()``, the "parametrize_cached" entry of ``HOOKS``).
+MENU += [("module", 1, 11)]
 MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t",
-           "bw_hooked", "grad_hooked")
+           "bw_hooked", "grad_hooked", "orthogonal")
 # Region inputs that share memory (``bt = b.t()``, ``bs = b[1:3]``, passed only to programs with an
 # "alias_input" step): variants 0-1 read them (exact), 2-4 write one of them (a view of b, or b itself);
 # fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
@@ -307,6 +309,20 @@ class _BufferView(torch.nn.Module):
         return x + self.buf.t()
 
 
+class _Orthogonal(torch.nn.Module):
+    """A Linear under an orthogonal parametrization, applied twice: its weight is read twice per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        lin = torch.nn.Linear(N, N, bias=False)
+        with torch.no_grad():  # the trivialization's base buffer is made from it: not from the global RNG
+            lin.weight.copy_(torch.eye(N).flip(0))
+        self.lin = torch.nn.utils.parametrizations.orthogonal(lin)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.tanh(self.lin(x)))
+
+
 def _modules(gen: torch.Generator, device: torch.device, log: list
              ) -> tuple[dict[str, torch.nn.Module], dict[str, torch.nn.Module]]:
     """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares, and the
@@ -320,7 +336,7 @@ def _modules(gen: torch.Generator, device: torch.device, log: list
         "logged": torch.nn.Linear(N, N), "shifted": torch.nn.Linear(N, N), "bn": torch.nn.BatchNorm1d(N),
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
         "written": torch.nn.Linear(N, N), "buffer_unfold": _BufferView("unfold"), "buffer_t": _BufferView("t"),
-        "bw_hooked": torch.nn.Linear(N, N), "grad_hooked": torch.nn.Linear(N, N),
+        "bw_hooked": torch.nn.Linear(N, N), "grad_hooked": torch.nn.Linear(N, N), "orthogonal": _Orthogonal(),
     }
     with torch.no_grad():
         for m in mods.values():
@@ -743,7 +759,13 @@ class Outcome:
 
 # The library's saved-tensor hooks around the forward, with or without a region: autograd skips its
 # in-place check for hooked tensors, so the hooks must make it (a class of failure found by review).
-HOOKS = ("none", "ledger", "by_reference")
+# "parametrize_cached": ``torch.nn.utils.parametrize.cached()`` open around the forward only, as torch's docs
+# open it around a model call (the replay computed a cached parametrization at each read: the module zoo's
+# second round).
+HOOKS = ("none", "ledger", "by_reference", "parametrize_cached")
+# Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
+# terms): the reference runs inside them too.
+PLAIN_CHANGING = ("parametrize_cached",)
 
 
 def _hooks(kind: str) -> Any:
@@ -751,6 +773,8 @@ def _hooks(kind: str) -> Any:
         return xla_ckpt.saved_activations()
     if kind == "by_reference":
         return xla_ckpt.weights_by_reference()
+    if kind == "parametrize_cached":
+        return torch.nn.utils.parametrize.cached()
     return contextlib.nullcontext()
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "preserve_version",
     "func_transform",
     "plain_under_func_transform",
+    "plain_with_hooks_disabled",
 ]
 
 
@@ -159,6 +160,29 @@ def plain_under_func_transform(name: str) -> bool:
         "checkpointed (torch.func does not support the saved-tensor hooks checkpointing rests on; torch's "
         "own checkpoint fails there). Values and gradients are those without xla_ckpt. To save memory, "
         "take gradients with loss.backward() or torch.autograd.grad outside torch.func. Said once per function."
+    ), stacklevel=3)
+    return True
+
+
+def plain_with_hooks_disabled(name: str) -> bool:
+    """Whether a region entered now must run as plain PyTorch: saved-tensor hooks are disabled here.
+
+    ``torch.autograd.graph.disable_saved_tensors_hooks(message)`` (entered by libraries that own what
+    autograd saves) makes pushing a hook pair raise a bare RuntimeError with that message, naming
+    neither the library nor the module: checkpointing rests on those hooks (torch's own checkpoint raises
+    the same bare error). Running the function plainly gives exactly what it gives without the library,
+    saving nothing: warned once per function, with the disabler's message.
+
+    Args:
+        name: the checkpointed function's name, for the notice.
+    """
+    if torch._C._autograd._saved_tensors_hooks_is_enabled():
+        return False
+    why = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    warn_once(("hooks-disabled", name), (
+        f"xla_ckpt: {name} runs where saved-tensor hooks are disabled ({why!r}): it runs as plain PyTorch "
+        "there, nothing is checkpointed (checkpointing rests on those hooks). Values and gradients are those "
+        "without xla_ckpt. Said once per function."
     ), stacklevel=3)
     return True
 

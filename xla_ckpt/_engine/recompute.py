@@ -29,6 +29,7 @@ from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.entries import Absent
+from xla_ckpt._engine.members import as_in_forward
 from xla_ckpt._engine.state import RegionState
 
 __all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
@@ -166,6 +167,7 @@ class Recomputation:
         self.replay: Optional[ReplayMode] = None
         self.hooks = 0  # user module hooks the replay reached so far
         self.same: set[int] = set()  # ids of the forward's inputs the replay runs on as they are
+        self.removed: Optional[str] = None  # why the replay may differ: a hook removed since (``module_called``)
 
     def pack(self, t: torch.Tensor) -> Any:
         """Autograd saved ``t`` in the recompute: the tensor the forward's slot at this index stands for."""
@@ -203,6 +205,27 @@ class Recomputation:
                 return tree_map(lambda v: v.stand_in(start, hidden, hook, module) if isinstance(v, HookValue) else v,
                                 result)
         return None
+
+    def module_called(self, module: Any, registered: Collection[Any]) -> None:
+        """The replay calls ``module``, whose user hooks are ``registered`` now. A hook that returned new
+        inputs or a new output for it in the forward and is gone (``handle.remove()`` between forward and
+        backward, a one-shot hook removing itself) cannot hand that back: fn run again computes other
+        values there. Noted, not raised: where nothing recomputed reads them (everything saved) the replay
+        is exact; where something does, its CheckpointError (an outside tensor whose values differ, naming
+        neither hook nor cause) gets the hook as its likely cause (``run``). XLA's program runs no hooks."""
+        if self.removed is not None:
+            return
+        for j in range(self.hooks, len(self.state.hook_results)):
+            hook, m, result = self.state.hook_results[j]
+            if m is module and result is not None and not any(hook is h for h in registered):
+                self.removed = (
+                    f"Likely cause: the forward hook or pre-hook {getattr(hook, '__name__', hook)!r} of module "
+                    f"{type(module).__name__} returned new inputs or a new output in the checkpointed forward and "
+                    "was removed before backward; the recomputation runs fn again without it and cannot hand back "
+                    "what it returned. Remove the hook after backward (or return None from it), or register it "
+                    "on a module outside the checkpointed region."
+                )
+                return
 
     def run(self) -> list[Any]:
         """Recompute what autograd saved: the recorded program (XLA), or ``fn`` run again."""
@@ -244,6 +267,10 @@ class Recomputation:
                 stack.enter_context(region.backward.visible())
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
+        except CheckpointError as e:
+            if self.removed is None:
+                raise
+            raise CheckpointError(f"{e} {self.removed}") from e
         finally:
             self.replay = None
             _settle_later()
@@ -297,7 +324,8 @@ def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
-    return Recomputation(state).run()
+    with as_in_forward(state.members, state.parametrize_cache):
+        return Recomputation(state).run()
 
 
 _queued: set[int] = set()  # graph tasks (backward calls) whose end puts torch_xla's base seed back

@@ -214,6 +214,8 @@ def checkpoint(
             return fn(*args, **kwargs)  # each op is decided under the policy current when it ran
     if _compat.plain_under_func_transform(_name(fn)):  # torch.func: plain PyTorch, warned once (_base/compat)
         return fn(*args, **kwargs)
+    if _compat.plain_with_hooks_disabled(_name(fn)):  # disable_saved_tensors_hooks: the same
+        return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
     device = region.state.device
     try:

@@ -26,7 +26,8 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.entries import Absent, Away, Pruned, Versions, written
-from xla_ckpt._engine.outside import Watch
+from xla_ckpt._engine.members import members_of, parametrize_cache
+from xla_ckpt._engine.outside import Watch, owner_module
 from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
 from xla_ckpt._ir.record import Record, tensors
@@ -106,6 +107,10 @@ class RegionState:
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
         # those values and leaves the tensors as it found them (``recompute.outside_writes``).
         self.outside_written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]] = {}
+        # The checkpointed module's parameter and buffer slots and the tensors they hold as the forward
+        # starts: the recompute runs with those (``members.py``: functional_call swaps its own in for a call).
+        self.members = members_of(owner_module(fn))
+        self.parametrize_cache = parametrize_cache()  # and parametrize.cached()'s, if it is open
 
     @property
     def n_packed(self) -> int:

@@ -106,6 +106,8 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
     st = _saved.state
     if st.region is None and st.recompute is None:
         return _ORIGINAL_CALL(self, *args, **kwargs)
+    if st.recompute is not None and st.recompute.state.hook_results:
+        st.recompute.module_called(self, _registered(self))
     swapped: list = []
     if self._forward_pre_hooks:
         _guard(self._forward_pre_hooks, swapped, False)
@@ -125,6 +127,13 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
             current = hooks.get(key)
             if type(current) is Guard and current.hook is hook:
                 hooks[key] = hook
+
+
+def _registered(m: nn.Module) -> list[Any]:
+    """The user hooks that a call of ``m`` runs now (guarded or not)."""
+    hooks = [*m._forward_pre_hooks.values(), *m._forward_hooks.values(),
+             *(h for name, _ in _GLOBALS for h in getattr(_module_mod, name).values())]
+    return [h.hook if type(h) is Guard else h for h in hooks]
 
 
 @contextlib.contextmanager

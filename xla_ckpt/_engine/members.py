@@ -1,0 +1,90 @@
+"""The checkpointed module's parameters and buffers as its forward found them, put back for its recompute.
+
+A region's recompute reads the module's tensors again through its attributes (fn run again, or on XLA
+the recorded program, which finds them by module: ``outside.by_buffer``), where plain autograd reads
+the tensors the forward ran with. The two differ when the forward ran with tensors swapped in for the
+call only: ``torch.func.functional_call(model, {"emb.weight": w}, ...)`` puts ``w`` into the module's
+``_parameters`` and takes it out again when the call returns, before backward; the recompute then read
+the module's own weight (a CheckpointError, "values differ from the forward's", on CPU and XLA). The
+same holds for a parameter the user assigns anew between forward and backward, and for a buffer the
+forward itself reassigns (``self.buf = self.buf + 1``): plain autograd's graph holds the old tensor.
+
+So a region notes, when it starts, which tensor each of its module's parameter and buffer slots holds,
+and its recompute runs with those tensors in the slots that hold another one now, putting back what it
+found when it ends (also on errors). Only plain tensors are swapped: FSDP2 reshards a module after its
+forward by putting DTensor shards into the same slots, and gathers them again itself in the recompute.
+Identity, and ``requires_grad`` of leaves: a GAN step freezing its discriminator
+(``p.requires_grad_(False)`` for its parameters) after the forward through it and before backward made the
+replay save fewer tensors than the forward (a CheckpointError, "recomputation ... saved 4 tensors; the forward
+... saved 6"), where plain autograd differentiates the graph the forward recorded. A tensor written in place
+is the outside check's business (``outside.py``).
+
+``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
+step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
+computed a parametrized weight once and read it from the cache after; the replay, the cache closed,
+computed it at each read: a CheckpointError ("recomputation diverged ... ran aten.tril"), every policy on
+CPU. The region notes whether caching was on and what the cache held as it started, and its recompute
+runs with that (a copy: what the forward added is computed again, as the forward computed it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize as _parametrize
+
+from xla_ckpt._base.subclass import PLAIN
+
+__all__ = ["Members", "members_of", "parametrize_cache", "as_in_forward"]
+
+# (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there, whether
+# it required grad then)
+Members = list[tuple[dict, str, torch.Tensor, bool]]
+
+_MISSING = object()
+
+
+def members_of(module: Optional[nn.Module]) -> Optional[Members]:
+    """Each parameter and buffer slot of ``module`` and its submodules, with the tensor it holds now."""
+    if module is None:
+        return None
+    return [(d, name, t, t.requires_grad) for m in module.modules() for d in (m._parameters, m._buffers)
+            for name, t in d.items() if t is not None]
+
+
+def parametrize_cache() -> Optional[dict]:
+    """What ``parametrize.cached()``'s cache holds now, if caching is on (else None)."""
+    return dict(_parametrize._cache) if _parametrize._cache_enabled else None
+
+
+@contextlib.contextmanager
+def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> Iterator[None]:
+    """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
+    and parametrizations are cached as they were when the forward started (``cache``)."""
+    enabled, table = _parametrize._cache_enabled, _parametrize._cache
+    if cache is not None or enabled:
+        _parametrize._cache_enabled = 1 if cache is not None else 0
+        _parametrize._cache = dict(cache) if cache is not None else {}
+    swapped: list[tuple[dict, str, Any]] = []
+    flipped: list[torch.Tensor] = []
+    if members:
+        for d, name, t, grad in members:
+            if t.requires_grad != grad and t.is_leaf:
+                t.requires_grad_(grad)
+                flipped.append(t)
+            now = d.get(name, _MISSING)
+            if now is t or type(now) not in PLAIN or type(t) not in PLAIN:
+                continue
+            swapped.append((d, name, now))
+            d[name] = t
+    try:
+        yield
+    finally:
+        for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
+            d[name] = now
+        for t in flipped:
+            t.requires_grad_(not t.requires_grad)
+        _parametrize._cache_enabled, _parametrize._cache = enabled, table
