@@ -26,7 +26,7 @@ from xla_ckpt._engine.forward import Forward
 from xla_ckpt._engine.forward_eager import EagerForward
 from xla_ckpt._engine.forward_xla import XlaForward
 from xla_ckpt._engine.outside import EagerOutside, XlaOutside
-from xla_ckpt._engine.recompute import EagerBackward, XlaBackward
+from xla_ckpt._engine.backward_device import EagerBackward, XlaBackward
 from xla_ckpt._engine.retain import EagerRetain, XlaRetain
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.replay_state import devices

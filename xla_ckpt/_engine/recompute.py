@@ -10,7 +10,7 @@ the recompute starts from is fenced on the incoming gradient (``_ir.replay_state
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Collection, Iterator, Optional
+from typing import Any, Collection, Optional
 
 import torch
 from torch.utils._pytree import tree_map
@@ -20,7 +20,6 @@ from xla_ckpt._engine import offload as _offload
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._base import xla_state
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.record import LEAF_TYPES, tensors
 from xla_ckpt._ir.spec import stand_in
@@ -30,68 +29,10 @@ from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.entries import Absent
 from xla_ckpt._engine.members import as_in_forward
+from xla_ckpt._engine.outside_writes import outside_writes
 from xla_ckpt._engine.state import RegionState
 
-__all__ = ["recompute", "Recomputation", "EagerBackward", "XlaBackward"]
-
-
-class EagerBackward:
-    """Eager devices' backward: ``fn`` runs again under the replay mode, from the region's inputs."""
-
-    program: Any = None  # no recorded program: the general replay
-
-    def fence(self) -> Optional[Fence]:
-        return None
-
-    def start(self, base: torch.Tensor) -> torch.Tensor:
-        """An input's value before fn's first write to it, as the replay starts from it."""
-        return base
-
-    def visible(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
-
-    def capture_grad(self, grad: torch.Tensor) -> None:
-        pass
-
-    def settle(self, program: Any) -> None:
-        assert program is None  # only XLA records a program
-
-    def kept(self, region: RegionState) -> Collection[Any]:
-        """None: eager ``copy_`` writes the buffer itself, which no kept value of the region is."""
-        return ()
-
-
-class XlaBackward:
-    """XLA's backward, one per region: its recorded program (``_engine.direct``) or ``fn`` again, fenced on
-    the incoming gradient, so the compiler can neither merge the recompute with its forward twin (CSE)
-    nor schedule it before the gradient exists (``_ir.replay_state.Fence``)."""
-
-    def __init__(self) -> None:
-        self.program: Any = None  # set once when the forward ends (``settle``)
-        self.grad: Optional[torch.Tensor] = None  # the incoming gradient, when it arrives
-
-    def settle(self, program: Any) -> None:
-        """The forward ended: the program the recompute runs (None: the general replay)."""
-        self.program = program
-
-    def capture_grad(self, grad: torch.Tensor) -> None:
-        if self.grad is None and grad is not None and grad.numel() > 0:
-            self.grad = grad.detach()
-
-    def fence(self) -> Optional[Fence]:
-        return Fence(self.grad) if self.grad is not None else None
-
-    def start(self, base: torch.Tensor) -> torch.Tensor:
-        # The copy taken before the write is below functionalization: fn's ops need the wrapper.
-        return base if torch._is_functional_tensor(base) else torch._to_functional_tensor(base)
-
-    def visible(self) -> contextlib.AbstractContextManager[Any]:
-        return _xla.einsum_visible()  # the replay sees einsum's bmm, as the forward did
-
-    def kept(self, region: RegionState) -> Collection[Any]:
-        """The buffers of the outputs the region keeps, which putting a buffer back must not write
-        (``xla_state.assign``)."""
-        return {_xla.buffer_key(t) for out, _ in region.cache.values() for t in tensors(out)}
+__all__ = ["recompute", "Recomputation"]
 
 
 def _as_cacheable(d: torch.Tensor, cacheable: bool) -> torch.Tensor:
@@ -282,44 +223,6 @@ class Recomputation:
                 "same ops on recompute."
             )
         return self.outputs
-
-
-@contextlib.contextmanager
-def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]], name: str,
-                   kept: Collection[Any] = ()) -> Iterator[None]:
-    """The replay writes outside tensors (running statistics, counters) as the forward did: it starts
-    from their values before the forward's first write, and they end as the replay found them.
-    ``kept``: buffers the region keeps, which these writes must leave as they are (``xla_state.assign``).
-
-    So fn reads in the replay what it read in the forward (a cumulative average reads the count it
-    just advanced), and a buffer is written once per step as without the library. The versions are
-    put back too: the writes are the library's, not the caller's (autograd checks the saved ones).
-    """
-    if any(t is None for t, _ in written.values()):
-        raise CheckpointError(
-            f"{name} writes in place to a tensor from outside it that its module does not own (a closure or "
-            "another module's buffer) on XLA; the recomputation would write it a second time. Register it as a "
-            "buffer of the checkpointed module, pass it as an argument, or write it outside the checkpoint."
-        )
-    with contextlib.ExitStack() as stack:
-        now = []
-        # Only these writes run without the caller's modes and grad: fn's replay itself runs in them
-        # (a FlopCounterMode around backward counts the replayed ops whether or not fn writes a buffer).
-        with _compat.without_callers_modes(), torch.no_grad():
-            for t, before in written.values():
-                if t.is_xla and not torch._is_functional_tensor(before):
-                    before = torch._to_functional_tensor(before)  # XLA: the buffer below functionalization
-                stack.enter_context(_compat.preserve_version(t))
-                now.append((t, t.clone()))
-                xla_state.assign(t, before, kept)
-        stack.callback(_put_back, now, kept)
-        yield
-
-
-def _put_back(now: list[tuple[torch.Tensor, torch.Tensor]], kept: Collection[Any]) -> None:
-    with _compat.without_callers_modes(), torch.no_grad():
-        for t, value in now:
-            xla_state.assign(t, value, kept)
 
 
 def recompute(state: RegionState) -> list[Any]:

@@ -105,7 +105,7 @@ class RegionState:
         self.hook_written: set[int] = set()  # positions whose output a user hook wrote in place (eager)
         # Tensors from outside the region that fn writes in place (a norm's running statistics, a
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
-        # those values and leaves the tensors as it found them (``recompute.outside_writes``).
+        # those values and leaves the tensors as it found them (``outside_writes.outside_writes``).
         self.outside_written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]] = {}
         # The checkpointed module's parameter and buffer slots and the tensors they hold as the forward
         # starts: the recompute runs with those (``members.py``: functional_call swaps its own in for a call).

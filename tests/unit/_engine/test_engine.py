@@ -19,7 +19,7 @@ from torch import nn
 import xla_ckpt
 from helpers import OpCounter, assert_same, grads_of, torch_sac_context
 from xla_ckpt import Decision, policies
-from xla_ckpt._engine.recompute import XlaBackward
+from xla_ckpt._engine.backward_device import XlaBackward
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import OpCall
 from xla_ckpt._ir import replay_state as _replay_state
