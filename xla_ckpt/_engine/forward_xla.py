@@ -78,8 +78,12 @@ class XlaForward(Forward):
         # XLA tensors are immutable underneath: ``old`` keeps the value before the write.
         key = buffer_key(old)
         flow = self.flow
-        if key not in flow.producer:
-            base = flow.outside_base.get(key)
+        base = flow.outside_base.get(key)
+        # A view of an outside tensor counts as outside even when an op "made" it: torch_xla's functional
+        # ``copy`` returns its first argument's tensor id, so ``alias(running_mean).copy_(...)`` (how ATen's
+        # instance_norm writes its running statistics back) left the write unnoted and the replay read the
+        # written statistics (a CheckpointError at ``repeat``; CPU was exact).
+        if key not in flow.producer or base is not None:
             if old.shape != new.shape and not (self.own_keys and key in self.own_keys) and self.refused is None:
                 # Raised once the op is done (``flush``): torch_xla's in-place trace left half done
                 # crashed the process at the next op on the buffer (a segfault in a probe).
