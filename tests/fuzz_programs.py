@@ -81,9 +81,13 @@ MENU: list[tuple[str, int, int]] = [
 # and doubles its grad (hooks in backward fire on the forward's graph, once, with the plain run's grads).
 # "orthogonal": a Linear under ``parametrizations.orthogonal`` applied twice (the weight read twice: once
 # computed under ``parametrize.cached()``, the "parametrize_cached" entry of ``HOOKS``).
-MENU += [("module", 1, 11)]
+# "dropped": a Linear and an ``nn.Dropout`` (0.5), whose draw depends on its ``training`` flag (``AFTER``'s
+# "eval" switches every module to eval mode between forward and backward). "instance_norm": running
+# statistics written back through ``alias(running_mean).copy_`` (on XLA torch_xla's functional ``copy``
+# returns its argument's tensor id: the write went unnoted, a false CheckpointError at the replay).
+MENU += [("module", 1, 13)]
 MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t",
-           "bw_hooked", "grad_hooked", "orthogonal")
+           "bw_hooked", "grad_hooked", "orthogonal", "dropped", "instance_norm")
 # Region inputs that share memory (``bt = b.t()``, ``bs = b[1:3]``, passed only to programs with an
 # "alias_input" step): variants 0-1 read them (exact), 2-4 write one of them (a view of b, or b itself);
 # fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
@@ -337,6 +341,8 @@ def _modules(gen: torch.Generator, device: torch.device, log: list
         "bn_cumulative": torch.nn.BatchNorm1d(N, momentum=None), "counting": _Counting(),
         "written": torch.nn.Linear(N, N), "buffer_unfold": _BufferView("unfold"), "buffer_t": _BufferView("t"),
         "bw_hooked": torch.nn.Linear(N, N), "grad_hooked": torch.nn.Linear(N, N), "orthogonal": _Orthogonal(),
+        "dropped": torch.nn.Sequential(torch.nn.Linear(N, N), torch.nn.Dropout(0.5)),
+        "instance_norm": torch.nn.InstanceNorm1d(N, affine=True, track_running_stats=True),  # x: (C, L)
     }
     with torch.no_grad():
         for m in mods.values():
@@ -781,7 +787,12 @@ def _hooks(kind: str) -> Any:
 # A tensor the caller modifies in place between forward and backward (None: none). Plain autograd
 # raises if it saved that tensor; the recompute must not silently read the new value (a class of
 # failure found by review: parameters read by recomputed ops were not checked).
-AFTER = (None, "w", "bias", "ln", "frozen", "a", "b", "lora_base", "experts")
+# "eval": not a tensor: every module of the program switched to eval mode (``model.eval()`` for an
+# evaluation pass before ``loss.backward()``); plain autograd differentiates the forward's graph, and
+# so must the recompute (it ran BatchNorm and dropout in eval mode: a CheckpointError). The only entry
+# that excuses no CheckpointError (``EXACT_AFTER``).
+AFTER = (None, "w", "bias", "ln", "frozen", "a", "b", "lora_base", "experts", "eval")
+EXACT_AFTER = (None, "eval")
 
 
 class _ReplayingThread:
@@ -879,7 +890,10 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                 out = fn(a, b=b, **extra) if policy is None else xla_ckpt.checkpoint(
                     fn, a, b=b, **extra, policy=policy, verify=verify)
             aliased_written = uses_alias(steps) and b._version != version
-            if after is not None:
+            if after == "eval":
+                for m in mods.values():
+                    m.eval()
+            elif after is not None:
                 with torch.no_grad():
                     {"a": a, "b": b}.get(after, params.get(after)).mul_(1.5)
             outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]

@@ -227,3 +227,66 @@ def test_a_saved_input_needing_no_grad_unpacks_as_the_object_the_forward_saved(p
         xla_ckpt.checkpoint(lambda x, s: Scale.apply(x.sin(), s).sum(), a, s, policy=policy).backward()
         assert got["s"] is s
         torch.testing.assert_close(a.grad, 3.0 * a.detach().cos())
+
+
+class _Dropped(nn.Module):
+    """A block whose forward reads ``self.training`` itself, besides its BatchNorm and Dropout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.bn, self.drop, self.down = nn.Linear(6, 12), nn.BatchNorm1d(12), nn.Dropout(0.5), nn.Linear(12, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.drop(torch.tanh(self.bn(self.up(x))))
+        return self.down(h * 1.5 if self.training else h)
+
+
+@pytest.mark.parametrize("region", ["module", "function"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_eval_between_forward_and_backward_leaves_the_forward_graph(device, policy, region):
+    """``model.eval()`` after the forward and before ``loss.backward()`` (an evaluation pass in between):
+    plain autograd differentiates the graph the forward recorded, in train mode. The recompute ran the
+    modules in eval mode (no statistics, no dropout: a CheckpointError, "recomputation diverged"); it runs
+    each in the mode the forward found it in, and the modes end as the user set them."""
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(6, 6), _Dropped(), _Dropped()).to(device)
+    x = torch.randn(5, 6).to(device)
+    runs = {}
+    for name in (None, policy):
+        model = copy.deepcopy(base)
+        if name is not None and region == "module":
+            for block in model[1:]:
+                xla_ckpt.checkpointed(block, policy=name)
+        body = model if name is None or region == "module" else (
+            lambda t, model=model, name=name: xla_ckpt.checkpoint(model, t, policy=name))
+        _seed(device)
+        xi = x.detach().clone().requires_grad_()
+        out = body(xi)
+        model.eval()
+        out.square().sum().backward()
+        _sync(device)
+        grads = [xi.grad] + [p.grad for p in model.parameters()]
+        rng = (torch.get_rng_state(), _xla_rng(device))
+        runs[name] = ([out.detach()], grads), {k: v.detach().cpu().clone() for k, v in model.named_buffers()}, rng
+        assert not any(m.training for m in model.modules())
+    assert_same(runs[policy][0], runs[None][0])
+    for k, v in runs[None][1].items():
+        torch.testing.assert_close(runs[policy][1][k], v, msg=lambda m, k=k: f"buffer {k}: {m}")
+    assert torch.equal(runs[policy][2][0], runs[None][2][0]), "the CPU RNG state differs"
+    assert runs[policy][2][1] == runs[None][2][1], "torch_xla's RNG state differs"
+
+
+def _seed(device: torch.device) -> None:
+    torch.manual_seed(1)
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(1, device)
+
+
+def _xla_rng(device: torch.device):
+    if device.type != "xla":
+        return None
+    import torch_xla.core.xla_model as xm
+
+    return xm.get_rng_state(device)

@@ -225,6 +225,10 @@ class Forward:
             for t in tensors(cached):
                 self.cache_keys[buffer_key(t)] = pos
 
+    def module_ran(self, module: Any) -> None:
+        """fn calls ``module`` (``_hooks.user_hooks``): the region notes its train/eval mode."""
+        self.state.module_ran(module)
+
     def user_hook(self, hook: Any, args: tuple, forward: bool) -> Any:
         """A user's module hook inside the region (``_hooks.user_hooks``): it runs as without the library,
         once; what it returns is kept for the replay, which does not call it again.

@@ -19,6 +19,13 @@ replay save fewer tensors than the forward (a CheckpointError, "recomputation ..
 ... saved 6"), where plain autograd differentiates the graph the forward recorded. A tensor written in place
 is the outside check's business (``outside.py``).
 
+The same holds for each submodule's ``training`` flag: ``model.eval()`` between the forward and backward
+(an evaluation pass before ``loss.backward()``) made the replay skip BatchNorm's statistics and dropout
+(a CheckpointError, "recomputation diverged ... forward ran aten.add_"), where plain autograd
+differentiates the graph the forward recorded; the recompute runs with the flags the forward found:
+the checkpointed module's subtree as the region starts, any other module as the forward first calls it
+(a function region's modules; ``RegionState.module_ran``).
+
 ``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
 step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
 computed a parametrized weight once and read it from the cache after; the replay, the cache closed,
@@ -30,7 +37,7 @@ runs with that (a copy: what the forward added is computed again, as the forward
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -40,9 +47,15 @@ from xla_ckpt._base.subclass import PLAIN
 
 __all__ = ["Members", "members_of", "parametrize_cache", "as_in_forward"]
 
-# (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there, whether
-# it required grad then)
-Members = list[tuple[dict, str, torch.Tensor, bool]]
+
+
+class Members(NamedTuple):
+    """A module's slots and modes as its forward found them."""
+
+    # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there,
+    # whether it required grad then)
+    slots: list[tuple[dict, str, torch.Tensor, bool]]
+    training: list[tuple[nn.Module, bool]]  # each submodule and its ``training`` flag
 
 _MISSING = object()
 
@@ -51,8 +64,9 @@ def members_of(module: Optional[nn.Module]) -> Optional[Members]:
     """Each parameter and buffer slot of ``module`` and its submodules, with the tensor it holds now."""
     if module is None:
         return None
-    return [(d, name, t, t.requires_grad) for m in module.modules() for d in (m._parameters, m._buffers)
-            for name, t in d.items() if t is not None]
+    modules = list(module.modules())
+    return Members([(d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
+                    for name, t in d.items() if t is not None], [(m, m.training) for m in modules])
 
 
 def parametrize_cache() -> Optional[dict]:
@@ -61,17 +75,24 @@ def parametrize_cache() -> Optional[dict]:
 
 
 @contextlib.contextmanager
-def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> Iterator[None]:
+def as_in_forward(members: Optional[Members], modes: Iterable[tuple[nn.Module, bool]] = (),
+                  cache: Optional[dict] = None) -> Iterator[None]:
     """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
-    and parametrizations are cached as they were when the forward started (``cache``)."""
+    modules are in the mode (train or eval) the forward found them in (``modes``), and parametrizations
+    are cached as they were when the forward started (``cache``)."""
     enabled, table = _parametrize._cache_enabled, _parametrize._cache
     if cache is not None or enabled:
         _parametrize._cache_enabled = 1 if cache is not None else 0
         _parametrize._cache = dict(cache) if cache is not None else {}
     swapped: list[tuple[dict, str, Any]] = []
     flipped: list[torch.Tensor] = []
+    moded: list[nn.Module] = []
+    for m, training in modes:
+        if m.training != training:
+            m.training = training  # the flag only: ``train()`` would recurse into modules outside the region
+            moded.append(m)
     if members:
-        for d, name, t, grad in members:
+        for d, name, t, grad in members.slots:
             if t.requires_grad != grad and t.is_leaf:
                 t.requires_grad_(grad)
                 flipped.append(t)
@@ -87,4 +108,6 @@ def as_in_forward(members: Optional[Members], cache: Optional[dict] = None) -> I
             d[name] = now
         for t in flipped:
             t.requires_grad_(not t.requires_grad)
+        for m in moded:
+            m.training = not m.training
         _parametrize._cache_enabled, _parametrize._cache = enabled, table

@@ -227,7 +227,7 @@ class Recomputation:
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
-    with as_in_forward(state.members, state.parametrize_cache):
+    with as_in_forward(state.members, state.modes.values(), state.parametrize_cache):
         return Recomputation(state).run()
 
 

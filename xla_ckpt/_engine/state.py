@@ -110,6 +110,10 @@ class RegionState:
         # The checkpointed module's parameter and buffer slots and the tensors they hold as the forward
         # starts: the recompute runs with those (``members.py``: functional_call swaps its own in for a call).
         self.members = members_of(owner_module(fn))
+        # Each module's ``training`` flag as the forward found it: the checkpointed module's subtree now,
+        # others when first called (``module_ran``); the recompute runs in those modes (``members.py``).
+        self.modes: dict[int, tuple[Any, bool]] = (
+            {id(m): (m, t) for m, t in self.members.training} if self.members else {})
         self.parametrize_cache = parametrize_cache()  # and parametrize.cached()'s, if it is open
 
     @property
@@ -253,6 +257,11 @@ class RegionState:
         # Tensors in it are ``HookValue``s (``hook_values``): the replay's stand-ins need grad as the forward's
         # did, so its ops save for backward what the forward's saved.
         self.hook_results.append((hook, module, result))
+
+    def module_ran(self, module: Any) -> None:
+        """The forward calls ``module``: the first call notes its ``training`` flag for the recompute."""
+        if id(module) not in self.modes:
+            self.modes[id(module)] = (module, module.training)
 
     def hook_wrote(self, pos: int) -> None:
         """A user hook wrote position ``pos``'s output in place: its value is the hook's, not the op's."""

@@ -87,6 +87,8 @@ class _Region(Protocol):
 
     def user_hook(self, hook: Any, args: tuple) -> Any: ...  # a user's module hook (``user_hooks``)
 
+    def module_ran(self, module: Any) -> None: ...  # the forward calls ``module`` (``user_hooks``)
+
 
 class _Recompute(Protocol):
     def pack(self, t: torch.Tensor) -> Any: ...

@@ -108,6 +108,8 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         return _ORIGINAL_CALL(self, *args, **kwargs)
     if st.recompute is not None and st.recompute.state.hook_results:
         st.recompute.module_called(self, _registered(self))
+    elif st.region is not None:
+        st.region.module_ran(self)  # its train/eval mode, for the recompute
     swapped: list = []
     if self._forward_pre_hooks:
         _guard(self._forward_pre_hooks, swapped, False)
