@@ -227,7 +227,7 @@ class Forward:
 
     def module_ran(self, module: Any) -> None:
         """fn calls ``module`` (``_hooks.user_hooks``): the region notes its train/eval mode."""
-        self.state.module_ran(module)
+        self.state.as_found.module_ran(module)
 
     def user_hook(self, hook: Any, args: tuple, forward: bool) -> Any:
         """A user's module hook inside the region (``_hooks.user_hooks``): it runs as without the library,

@@ -37,7 +37,7 @@ runs with that (a copy: what the forward added is computed again, as the forward
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Iterator, NamedTuple, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
@@ -45,69 +45,73 @@ from torch.nn.utils import parametrize as _parametrize
 
 from xla_ckpt._base.subclass import PLAIN
 
-__all__ = ["Members", "members_of", "parametrize_cache", "as_in_forward"]
-
-
-
-class Members(NamedTuple):
-    """A module's slots and modes as its forward found them."""
-
-    # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor the forward found there,
-    # whether it required grad then)
-    slots: list[tuple[dict, str, torch.Tensor, bool]]
-    training: list[tuple[nn.Module, bool]]  # each submodule and its ``training`` flag
+__all__ = ["AsFound"]
 
 _MISSING = object()
 
 
-def members_of(module: Optional[nn.Module]) -> Optional[Members]:
-    """Each parameter and buffer slot of ``module`` and its submodules, with the tensor it holds now."""
-    if module is None:
-        return None
-    modules = list(module.modules())
-    return Members([(d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
-                    for name, t in d.items() if t is not None], [(m, m.training) for m in modules])
+class AsFound:
+    """What a region's recompute must find as its forward found it: the checkpointed module's slots (and
+    whether their leaves required grad), each module's train/eval mode, ``parametrize.cached()``'s cache.
 
+    Args:
+        module: the checkpointed module (its subtree is noted now), or None for a function region.
 
-def parametrize_cache() -> Optional[dict]:
-    """What ``parametrize.cached()``'s cache holds now, if caching is on (else None)."""
-    return dict(_parametrize._cache) if _parametrize._cache_enabled else None
+    Example:
+        >>> found = AsFound(block)          # the region starts
+        >>> found.module_ran(block.attn)    # fn calls a module (its mode, if not noted yet)
+        >>> with found.restored():          # backward: the recompute
+        ...     replay()
+    """
 
+    def __init__(self, module: Optional[nn.Module]) -> None:
+        modules = list(module.modules()) if module is not None else []
+        # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor there, whether it required grad)
+        self.slots = [(d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
+                      for name, t in d.items() if t is not None]
+        # Each module's ``training`` flag: the subtree's as the region starts, others' at their first call.
+        self.modes: dict[int, tuple[nn.Module, bool]] = {id(m): (m, m.training) for m in modules}
+        # What ``parametrize.cached()``'s cache holds, if caching is on (else None).
+        self.cache = dict(_parametrize._cache) if _parametrize._cache_enabled else None
 
-@contextlib.contextmanager
-def as_in_forward(members: Optional[Members], modes: Iterable[tuple[nn.Module, bool]] = (),
-                  cache: Optional[dict] = None) -> Iterator[None]:
-    """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
-    modules are in the mode (train or eval) the forward found them in (``modes``), and parametrizations
-    are cached as they were when the forward started (``cache``)."""
-    enabled, table = _parametrize._cache_enabled, _parametrize._cache
-    if cache is not None or enabled:
-        _parametrize._cache_enabled = 1 if cache is not None else 0
-        _parametrize._cache = dict(cache) if cache is not None else {}
-    swapped: list[tuple[dict, str, Any]] = []
-    flipped: list[torch.Tensor] = []
-    moded: list[nn.Module] = []
-    for m, training in modes:
-        if m.training != training:
-            m.training = training  # the flag only: ``train()`` would recurse into modules outside the region
-            moded.append(m)
-    if members:
-        for d, name, t, grad in members.slots:
-            if t.requires_grad != grad and t.is_leaf:
-                t.requires_grad_(grad)
-                flipped.append(t)
-            now = d.get(name, _MISSING)
-            if now is t or type(now) not in PLAIN or type(t) not in PLAIN:
-                continue
-            swapped.append((d, name, now))
-            d[name] = t
-    try:
-        yield
-    finally:
-        for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
-            d[name] = now
-        for t in flipped:
-            t.requires_grad_(not t.requires_grad)
-        for m in moded:
-            m.training = not m.training
-        _parametrize._cache_enabled, _parametrize._cache = enabled, table
+    def module_ran(self, module: nn.Module) -> None:
+        """fn calls ``module``: its first call notes its mode (a function region's modules)."""
+        if id(module) not in self.modes:
+            self.modes[id(module)] = (module, module.training)
+
+    @contextlib.contextmanager
+    def restored(self) -> Iterator[None]:
+        """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
+        modules are in the mode the forward found them in, parametrizations cached as the forward started;
+        everything ends as it was found (also on errors)."""
+        cache = self.cache
+        enabled, table = _parametrize._cache_enabled, _parametrize._cache
+        if cache is not None or enabled:
+            _parametrize._cache_enabled = 1 if cache is not None else 0
+            _parametrize._cache = dict(cache) if cache is not None else {}
+        swapped: list[tuple[dict, str, Any]] = []
+        flipped: list[torch.Tensor] = []
+        moded: list[nn.Module] = []
+        try:
+            for m, training in self.modes.values():
+                if m.training != training:
+                    m.training = training  # the flag only: ``train()`` would recurse into modules outside the region
+                    moded.append(m)
+            for d, name, t, grad in self.slots:
+                if t.requires_grad != grad and t.is_leaf:
+                    t.requires_grad_(grad)
+                    flipped.append(t)
+                now = d.get(name, _MISSING)
+                if now is t or type(now) not in PLAIN or type(t) not in PLAIN:
+                    continue
+                swapped.append((d, name, now))
+                d[name] = t
+            yield
+        finally:
+            for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
+                d[name] = now
+            for t in flipped:
+                t.requires_grad_(not t.requires_grad)
+            for m in moded:
+                m.training = not m.training
+            _parametrize._cache_enabled, _parametrize._cache = enabled, table

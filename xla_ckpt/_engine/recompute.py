@@ -28,7 +28,6 @@ from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.entries import Absent
-from xla_ckpt._engine.members import as_in_forward
 from xla_ckpt._engine.outside_writes import outside_writes
 from xla_ckpt._engine.state import RegionState
 
@@ -227,7 +226,7 @@ class Recomputation:
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
-    with as_in_forward(state.members, state.modes.values(), state.parametrize_cache):
+    with state.as_found.restored():
         return Recomputation(state).run()
 
 

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.entries import Absent, Away, Pruned, Versions, written
-from xla_ckpt._engine.members import members_of, parametrize_cache
+from xla_ckpt._engine.members import AsFound
 from xla_ckpt._engine.outside import Watch, owner_module
 from xla_ckpt._ir.liveness import aliased_inputs
 from xla_ckpt._ir.opcall import Decision
@@ -107,14 +107,9 @@ class RegionState:
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
         # those values and leaves the tensors as it found them (``outside_writes.outside_writes``).
         self.outside_written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor]] = {}
-        # The checkpointed module's parameter and buffer slots and the tensors they hold as the forward
-        # starts: the recompute runs with those (``members.py``: functional_call swaps its own in for a call).
-        self.members = members_of(owner_module(fn))
-        # Each module's ``training`` flag as the forward found it: the checkpointed module's subtree now,
-        # others when first called (``module_ran``); the recompute runs in those modes (``members.py``).
-        self.modes: dict[int, tuple[Any, bool]] = (
-            {id(m): (m, t) for m, t in self.members.training} if self.members else {})
-        self.parametrize_cache = parametrize_cache()  # and parametrize.cached()'s, if it is open
+        # The checkpointed module's slots, modules' train/eval modes and parametrize.cached()'s cache as the
+        # forward found them: the recompute runs with those (``members.py``: functional_call swaps its own in).
+        self.as_found = AsFound(owner_module(fn))
 
     @property
     def n_packed(self) -> int:
@@ -257,11 +252,6 @@ class RegionState:
         # Tensors in it are ``HookValue``s (``hook_values``): the replay's stand-ins need grad as the forward's
         # did, so its ops save for backward what the forward's saved.
         self.hook_results.append((hook, module, result))
-
-    def module_ran(self, module: Any) -> None:
-        """The forward calls ``module``: the first call notes its ``training`` flag for the recompute."""
-        if id(module) not in self.modes:
-            self.modes[id(module)] = (module, module.training)
 
     def hook_wrote(self, pos: int) -> None:
         """A user hook wrote position ``pos``'s output in place: its value is the hook's, not the op's."""
