@@ -25,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 WORLD = 2
 PRESETS = ("none", "megatron_selective", "full")
+ROOT_POLICY = {"megatron_selective": "dots_with_no_batch_dims_saveable", "full": "nothing_saveable"}  # the presets'
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
@@ -83,7 +84,8 @@ def batch(model: str, rank: int, step: int, micro: int) -> tuple[torch.Tensor, t
 
 # name -> (DDP keyword arguments, where apply goes, micro-batches per step, extra). "before": apply, then
 # DDP(model); "inside": DDP(model), then apply(ddp.module); "on_ddp": DDP(model), then apply(ddp) (names
-# "module.layers.0"). extra: "autocast" (CPU bf16 autocast around the forward); "rank_unused" (BNNet only: a
+# "module.layers.0"); "root": the whole model one region (``checkpointed(model, policy=<the preset's policy>)``),
+# the loss, embeddings and BatchNorm inputs inside it, then DDP(model). extra: "autocast" (CPU bf16 autocast around the forward); "rank_unused" (BNNet only: a
 # parameter in each block that rank 0's forward reads and rank 1's does not). SyncBatchNorm is left out:
 # DDP refuses it off the GPU ("SyncBatchNorm layers only work with GPU modules").
 VARIANTS = {
@@ -94,6 +96,7 @@ VARIANTS = {
     "bucket_view": ({"gradient_as_bucket_view": True}, "before", 1, ""),
     "apply_inside_ddp": ({}, "inside", 1, ""),
     "apply_on_ddp": ({}, "on_ddp", 1, ""),
+    "whole_model_region": ({"find_unused_parameters": True}, "root", 1, ""),
     "autocast_bf16": ({}, "before", 1, "autocast"),
     "rank_unused": ({"find_unused_parameters": True}, "before", 1, "rank_unused"),
 }
@@ -110,6 +113,9 @@ def run(model_name: str, variant: str, preset: str, rank: int) -> dict:
     wrapped: list = []
     if preset != "none" and where == "before":
         wrapped = xla_ckpt.apply(model, preset).wrapped
+    if preset != "none" and where == "root":
+        xla_ckpt.checkpointed(model, policy=ROOT_POLICY[preset])
+        wrapped = [xla_ckpt.Wrapped("", type(model).__name__, ROOT_POLICY[preset], -1)]
     ddp = DDP(model, **kwargs)
     if preset != "none" and where == "inside":
         wrapped = xla_ckpt.apply(ddp.module, preset).wrapped
