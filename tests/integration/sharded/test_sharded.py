@@ -37,7 +37,7 @@ def _run(script, *args):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, os.path.join(PROBES, script), *map(str, args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script == "fsdp2_probe.py":
+    if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script in ("fsdp2_probe.py", "ddp_probe.py"):
         # the last argument is the rendezvous port: a fresh one for the retry
         out = subprocess.run(cmd[:-1] + [str(_free_port())], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
