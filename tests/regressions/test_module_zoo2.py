@@ -10,6 +10,7 @@ gradient accumulation, a retained graph, a gradient penalty, eval / no_grad / in
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -661,3 +662,38 @@ def test_instance_norm_running_stats(device, policy):
     argument's tensor id, so the write through the alias looked like one to a region value and was not
     restored for the replay (reported with the second zoo round)."""
     _check(_instance_norm, [_x(2, 3, 6, 6)], device, policy, fewer_bytes=False)
+
+
+def test_parametrize_cache_count_moved_by_another_thread_during_a_recompute():
+    """parametrize's cache is process-wide: another thread's ``cached()`` block that closes while a recompute
+    runs here (the fuzz's replaying thread met one) must leave caching off and the cache empty, as without the
+    library. The recompute used to write back the count it found (1): caching stayed on for good, and the next
+    module with a reused id read a stale weight (an XLA tensor in a CPU test, in CI)."""
+    P = nn.utils.parametrize
+    opened, replaying, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        with P.cached():
+            opened.set()
+            replaying.wait(30)
+        closed.set()
+
+    calls = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        if len(calls) == 2:  # the replay: the other thread closes its block now
+            replaying.set()
+            closed.wait(30)
+        return x.sin().cos()
+
+    x = torch.randn(4, requires_grad=True)
+    t = threading.Thread(target=other)
+    t.start()
+    assert opened.wait(30)
+    y = xla_ckpt.checkpoint(fn, x, policy="nothing_saveable")  # the forward found caching on
+    y.sum().backward()
+    t.join(30)
+    assert len(calls) == 2 and closed.is_set()
+    torch.testing.assert_close(x.grad, -torch.sin(x.sin()) * torch.cos(x))
+    assert P._cache_enabled == 0 and not P._cache, (P._cache_enabled, dict(P._cache))

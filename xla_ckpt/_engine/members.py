@@ -86,8 +86,14 @@ class AsFound:
         everything ends as it was found (also on errors)."""
         cache = self.cache
         enabled, table = _parametrize._cache_enabled, _parametrize._cache
+        # parametrize's cache is process-wide, and ``cached()`` is a counter another thread may move while
+        # this runs (a replay on another thread, the fuzz's ``_ReplayingThread``): so this adds to the count
+        # and takes the same amount off again, instead of writing back the count it found (which left
+        # caching on for good, and the cache's stale tensors readable by the next module with a reused id).
+        delta = 0
         if cache is not None or enabled:
-            _parametrize._cache_enabled = 1 if cache is not None else 0
+            delta = (1 if cache is not None else 0) - enabled
+            _parametrize._cache_enabled += delta
             _parametrize._cache = dict(cache) if cache is not None else {}
         swapped: list[tuple[dict, str, Any]] = []
         flipped: list[torch.Tensor] = []
@@ -114,4 +120,8 @@ class AsFound:
                 t.requires_grad_(not t.requires_grad)
             for m in moded:
                 m.training = not m.training
-            _parametrize._cache_enabled, _parametrize._cache = enabled, table
+            if cache is not None or enabled:
+                _parametrize._cache_enabled -= delta
+                _parametrize._cache = table
+                if not _parametrize._cache_enabled:
+                    table.clear()  # as ``cached()`` does when its count drops to 0 meanwhile
