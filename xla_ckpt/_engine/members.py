@@ -24,7 +24,7 @@ The same holds for each submodule's ``training`` flag: ``model.eval()`` between 
 (a CheckpointError, "recomputation diverged ... forward ran aten.add_"), where plain autograd
 differentiates the graph the forward recorded; the recompute runs with the flags the forward found:
 the checkpointed module's subtree as the region starts, any other module as the forward first calls it
-(a function region's modules; ``RegionState.module_ran``).
+(a function region's modules; ``AsFound.module_ran``).
 
 ``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
 step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
