@@ -91,7 +91,8 @@ class AsFound:
         # and takes the same amount off again, instead of writing back the count it found (which left
         # caching on for good, and the cache's stale tensors readable by the next module with a reused id).
         delta = 0
-        if cache is not None or enabled:
+        swap = cache is not None or enabled
+        if swap:
             delta = (1 if cache is not None else 0) - enabled
             _parametrize._cache_enabled += delta
             _parametrize._cache = dict(cache) if cache is not None else {}
@@ -120,7 +121,7 @@ class AsFound:
                 t.requires_grad_(not t.requires_grad)
             for m in moded:
                 m.training = not m.training
-            if cache is not None or enabled:
+            if swap:
                 _parametrize._cache_enabled -= delta
                 _parametrize._cache = table
                 if not _parametrize._cache_enabled:

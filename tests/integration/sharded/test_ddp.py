@@ -8,8 +8,6 @@ ranks costs seconds, the runs milliseconds); the tests below each judge one run 
 
 from __future__ import annotations
 
-from helpers import PROBES_DIR
-
 import importlib.util
 import math
 import os
@@ -17,6 +15,7 @@ import os
 import pytest
 import torch
 
+from helpers import PROBES_DIR
 from test_sharded import _free_port, _run
 
 pytestmark = pytest.mark.slow  # a subprocess probe spawning two gloo ranks (~10 s)
