@@ -27,6 +27,7 @@ among them), and reports an exception instead of raising it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 import weakref
@@ -852,12 +853,13 @@ class _ReplayingThread:
 
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
-        hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None
-        ) -> Outcome:
+        hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None,
+        compiled: bool = False) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
-    backward inside the dispatch mode ``outer`` (``OUTER``)."""
+    backward inside the dispatch mode ``outer`` (``OUTER``); ``compiled``: the call (region and all) under
+    ``torch.compile(backend="aot_eager")``, from a reset Dynamo (each program its own compile)."""
     policy = _saving_pair(steps, policy)
     _restart_counting()
     _PHASE["reruns"] = 0
@@ -887,8 +889,12 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
             version = b._version  # shared with its views: bumped by any write through b, bt or bs
             with _hooks(hooks), _global_hook(mods, log):
-                out = fn(a, b=b, **extra) if policy is None else xla_ckpt.checkpoint(
-                    fn, a, b=b, **extra, policy=policy, verify=verify)
+                call = fn if policy is None else functools.partial(xla_ckpt.checkpoint, fn, policy=policy,
+                                                                   verify=verify)
+                if compiled:
+                    torch._dynamo.reset()  # a program's compile must not be another's cache hit
+                    call = torch.compile(call, backend="aot_eager")
+                out = call(a, b=b, **extra)
             aliased_written = uses_alias(steps) and b._version != version
             if after == "eval":
                 for m in mods.values():
