@@ -917,7 +917,10 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             xla_rng = _xla_rng(device)
             _sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError
-            return Outcome(e, [], names, None, uses_alias(steps) and b._version != version)
+            # Raised while AOTAutograd traced, Dynamo wraps it (BackendCompilerFailed): the error is inside.
+            inner = getattr(e, "inner_exception", None)
+            error = inner if compiled and isinstance(inner, RuntimeError) else e
+            return Outcome(error, [], names, None, uses_alias(steps) and b._version != version)
     if policy is not None and not verify and not _planning(policy):
         assert _PHASE["reruns"] == 0, f"a saved custom op with a non-tensor output ran {_PHASE['reruns']}x in backward"
     # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).

@@ -23,6 +23,7 @@ from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile.budget import register_region
 from xla_ckpt._compile.deferred import Deferred
+from xla_ckpt._compile.input_writes import InputWrites
 from xla_ckpt._compile.names import call_site_name, child, module_entries
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
@@ -86,6 +87,7 @@ class Lowering:
         self.pending: Optional[_Decided] = None
         self.graph_len: Optional[int] = None
         self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
+        self.input_writes = InputWrites()  # the region's in-place writes to graph inputs (_compile.input_writes)
         for sink in recorder.sinks:
             sink.append(self)
 
@@ -155,19 +157,25 @@ class Lowering:
                 # reads anyway.) By the op's tag, not the call's: the partitioner functionalises every
                 # tagged op marked for recompute (functionalize_rng_ops), drawing or not.
                 return CheckpointPolicy.MUST_SAVE
-        if op._schema.is_mutable:
-            return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         meta = _compat.current_node_meta()
+        if op._schema.is_mutable:
+            if self.input_writes.writes_input(op, args, kwargs, self.module_name(meta)):
+                return CheckpointPolicy.MUST_SAVE  # never recomputed from the input it wrote (_compile.input_writes)
+            return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         if self.planner:
             # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):
             # PREFER_SAVE until then, a mark the min-cut ignores (unplanned, the region runs unmarked).
+            # Whether it is recomputed is not known yet: its reads count as a recomputed op's.
             register_region(meta.get("ac_graph_id"), self.policy)
+            self.input_writes.read(op, args, kwargs, self.module_name(meta))
             return CheckpointPolicy.PREFER_SAVE
         out = getattr(ctx, "op_output", None)
         call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
         decided = _Decided(call, self._ask(call), new_nodes)
         self.decided.append(decided)
         self.pending = decided
+        if not decided.decision.keeps:
+            self.input_writes.read(op, args, kwargs, call.module)
         return mark_of(decided.decision)
 
     def _ask(self, call: OpCall) -> Decision:

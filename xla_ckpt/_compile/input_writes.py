@@ -1,0 +1,114 @@
+"""In-place writes to a compiled graph's inputs inside a region: saved, never recomputed from the input.
+
+Under ``torch.compile`` AOTAutograd traces a region functionally: ``b.add_(0.5)`` on a graph input
+``b`` (an argument, a parameter, a buffer) becomes ``b1 = add(b, 0.5)``, later ops read ``b1``, and
+the graph's epilogue copies ``b1`` into ``b`` once the forward has run. A node the partitioner
+recomputes in backward reads its inputs *then*: ``add(b, 0.5)`` recomputed from ``b`` reads the
+written ``b`` and gives ``b + 1.0``, and every gradient through it is silently wrong (torch warns that
+"the checkpointed region [must] not contain in-place ops"; a counter buffer, a region input written
+in place, an ``instance_norm`` writing its running statistics through ``alias().copy_`` all hit it).
+
+So the lowering asks :class:`InputWrites` about each op while AOTAutograd traces (the FX node behind
+each tensor tells whether it is the graph input itself or a view of one):
+
+- an op that writes a graph input is saved (``MUST_SAVE``): its outputs, the values later ops read, are
+  kept, and nothing recomputes them from the written input. BatchNorm in training writes its running
+  statistics but its outputs do not depend on them (``STATISTICS_ONLY``): it stays under the policy;
+- an op the policy recomputes that read a graph input *before* the region wrote it would read the
+  written value in backward: a ``CheckpointError`` names both ops (plain autograd raises on most of these
+  too, where it saved the input; this covers the rest).
+
+Only the joint trace has FX nodes (``get_proxy_mode``): the metadata pass before it, and a region torch
+runs eagerly (``backend="eager"``, real tensors: torch's own version check raises there) are not judged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from xla_ckpt._base.errors import CheckpointError
+
+__all__ = ["InputWrites", "STATISTICS_ONLY"]
+
+aten = torch.ops.aten
+# Ops whose written inputs (running statistics) do not feed their outputs in training: recomputing
+# them from the written statistics gives the same outputs (the written values are not used again).
+STATISTICS_ONLY = frozenset({aten._native_batch_norm_legit.default, aten.native_batch_norm.default,
+                             aten._batch_norm_with_update.default})
+
+
+def _tracer() -> Any:
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
+
+    mode = get_proxy_mode()
+    return None if mode is None else mode.tracer
+
+
+def _graph_input(t: Any, tracer: Any) -> Optional[torch.fx.Node]:
+    """The graph input (placeholder) ``t`` is, or is a view of; None for values made in the graph."""
+    from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: PLC0415
+    from torch.fx.experimental.proxy_tensor import get_proxy_slot  # noqa: PLC0415
+
+    if isinstance(t, FunctionalTensor):
+        t = torch._from_functional_tensor(t.elem)
+    try:
+        node = get_proxy_slot(t, tracer).proxy.node
+    except (KeyError, AttributeError, RuntimeError):  # not traced (a constant): not a graph input
+        return None
+    while node.op == "call_function":
+        target = node.target
+        through = isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
+        if not (through and node.args and isinstance(node.args[0], torch.fx.Node)):
+            return None
+        node = node.args[0]
+    return node if node.op == "placeholder" else None
+
+
+class InputWrites:
+    """One region's reads and writes of graph inputs while AOTAutograd traces it (module docstring)."""
+
+    def __init__(self) -> None:
+        # graph input -> the first op the policy recomputes that read it (its name and module), unwritten so far
+        self.read_by_recomputed: dict[torch.fx.Node, tuple[Any, str]] = {}
+
+    def writes_input(self, op: Any, args: tuple, kwargs: dict, module: str) -> bool:
+        """Whether ``op`` (mutable) writes a graph input in place; raises if the policy recomputed a read of it."""
+        tracer = _tracer()
+        if tracer is None:
+            return False
+        written = []
+        for i, arg in enumerate(op._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            for t in tree_leaves(value):
+                node = _graph_input(t, tracer) if isinstance(t, torch.Tensor) else None
+                if node is not None:
+                    written.append(node)
+        for node in written:
+            reader = self.read_by_recomputed.get(node)
+            if reader is not None:
+                raise CheckpointError(
+                    f"xla_ckpt: op {op} in module '{module or '(the region root)'}' writes in place to an input of "
+                    f"the compiled graph (an argument, parameter or buffer) that op {reader[0]} in module "
+                    f"'{reader[1] or '(the region root)'}' read before it, and the policy recomputes {reader[0]}: "
+                    "under torch.compile the recompute in backward would read the written value, a wrong "
+                    "gradient. Clone the input before writing it, save that op (e.g. policies.save_ops), or "
+                    "run this region outside torch.compile (the eager engine watches these writes)."
+                )
+        return bool(written) and op not in STATISTICS_ONLY
+
+    def read(self, op: Any, args: tuple, kwargs: dict, module: str) -> None:
+        """``op``, which the policy recomputes, read these arguments (BatchNorm's reads of its statistics
+        are not judged: its outputs do not depend on them, see ``STATISTICS_ONLY``)."""
+        tracer = _tracer()
+        if tracer is None or op in STATISTICS_ONLY:
+            return
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor):
+                node = _graph_input(t, tracer)
+                if node is not None:
+                    self.read_by_recomputed.setdefault(node, (op, module))
