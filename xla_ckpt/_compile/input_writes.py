@@ -24,7 +24,7 @@ runs eagerly (``backend="eager"``, real tensors: torch's own version check raise
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -47,8 +47,14 @@ def _tracer() -> Any:
     return None if mode is None else mode.tracer
 
 
-def _graph_input(t: Any, tracer: Any) -> Optional[torch.fx.Node]:
-    """The graph input (placeholder) ``t`` is, or is a view of; None for values made in the graph."""
+def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Node]:
+    """The graph input (placeholder) ``t`` is, or is a view of; None for values made in the graph.
+
+    ``fresh``: the nodes the op being judged traced (torch >= 2.13 asks after the op ran, so a written
+    tensor is already its new value there: ``add(b, 0.5)`` for ``b.add_(0.5)``, ``slice_scatter(b, ...)``
+    for a write through a view). The value written is their first argument (functionalization's
+    convention: ``self`` first), and a ``getitem``'s source.
+    """
     from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: PLC0415
     from torch.fx.experimental.proxy_tensor import get_proxy_slot  # noqa: PLC0415
 
@@ -61,7 +67,7 @@ def _graph_input(t: Any, tracer: Any) -> Optional[torch.fx.Node]:
     while node.op == "call_function":
         target = node.target
         through = isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
-        if not (through and node.args and isinstance(node.args[0], torch.fx.Node)):
+        if not (through or node in fresh) or not node.args or not isinstance(node.args[0], torch.fx.Node):
             return None
         node = node.args[0]
     return node if node.op == "placeholder" else None
@@ -74,18 +80,22 @@ class InputWrites:
         # graph input -> the first op the policy recomputes that read it (its name and module), unwritten so far
         self.read_by_recomputed: dict[torch.fx.Node, tuple[Any, str]] = {}
 
-    def writes_input(self, op: Any, args: tuple, kwargs: dict, module: str) -> bool:
-        """Whether ``op`` (mutable) writes a graph input in place; raises if the policy recomputed a read of it."""
+    def writes_input(self, op: Any, args: tuple, kwargs: dict, module: str, fresh: Sequence[Any] = ()) -> bool:
+        """Whether ``op`` (mutable) writes a graph input in place; raises if the policy recomputed a read of it.
+
+        ``fresh``: the FX nodes ``op`` traced, when torch asks after the op (see ``_graph_input``).
+        """
         tracer = _tracer()
         if tracer is None:
             return False
+        new = frozenset(fresh)
         written = []
         for i, arg in enumerate(op._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
                 continue
             value = args[i] if i < len(args) else kwargs.get(arg.name)
             for t in tree_leaves(value):
-                node = _graph_input(t, tracer) if isinstance(t, torch.Tensor) else None
+                node = _graph_input(t, tracer, new) if isinstance(t, torch.Tensor) else None
                 if node is not None:
                     written.append(node)
         for node in written:
@@ -109,6 +119,6 @@ class InputWrites:
             return
         for t in tree_leaves((args, kwargs)):
             if isinstance(t, torch.Tensor):
-                node = _graph_input(t, tracer)
+                node = _graph_input(t, tracer, frozenset())
                 if node is not None:
                     self.read_by_recomputed.setdefault(node, (op, module))

@@ -85,7 +85,9 @@ class Lowering:
         self.prefix = call_site_name(site, None if direct else module)
         self.decided: list[_Decided] = []
         self.pending: Optional[_Decided] = None
-        self.graph_len: Optional[int] = None
+        # The traced graph's length when the previous op was asked about: the nodes after it are the next
+        # op's. From the region's start, so the first op has its nodes too (a write to an input there).
+        self.graph_len: Optional[int] = self._graph_len()
         self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
         self.input_writes = InputWrites()  # the region's in-place writes to graph inputs (_compile.input_writes)
         for sink in recorder.sinks:
@@ -159,7 +161,7 @@ class Lowering:
                 return CheckpointPolicy.MUST_SAVE
         meta = _compat.current_node_meta()
         if op._schema.is_mutable:
-            if self.input_writes.writes_input(op, args, kwargs, self.module_name(meta)):
+            if self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes):
                 return CheckpointPolicy.MUST_SAVE  # never recomputed from the input it wrote (_compile.input_writes)
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         if self.planner:
@@ -185,15 +187,18 @@ class Lowering:
         """FX nodes traced since the previous op (torch >= 2.13 asks after the op: they are its nodes)."""
         if not _compat.SAC_GIVES_OP_OUTPUT:
             return []
-        from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
-
-        mode = get_proxy_mode()
+        mode = _proxy_mode()
         if mode is None:
             return []
         nodes = list(mode.tracer.graph.nodes)
         start = self.graph_len if self.graph_len is not None else len(nodes)
         self.graph_len = len(nodes)
         return nodes[start:] if self.graph_len >= start else []
+
+    @staticmethod
+    def _graph_len() -> Optional[int]:
+        mode = _proxy_mode() if _compat.SAC_GIVES_OP_OUTPUT else None
+        return None if mode is None else len(mode.tracer.graph.nodes)
 
     def _maybe_tag(self, alias_nodes: list[Any]) -> None:
         """``tag()`` under compile is an ``alias`` annotated with the name: name the op that made its input."""
@@ -230,6 +235,12 @@ def mark_of(decision: Decision) -> Any:
         warn_once(("compiled", "offload"), "Decision.OFFLOAD under torch.compile (and scan_layers): torch's selective "
                   "checkpointing has no offload mark, so offloaded values are saved on the device (MUST_SAVE).")
     return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _proxy_mode() -> Any:
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
+
+    return get_proxy_mode()
 
 
 def _traced(args: tuple, kwargs: dict) -> bool:
