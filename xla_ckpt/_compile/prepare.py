@@ -31,6 +31,8 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
       the fenced min-cut (``_compile.fence``), so XLA cannot run every recompute at once.
     - A planning policy's region (``planner``, any device): the min-cut, by that name and by inductor's
       (``torch._inductor.compile_fx`` imports it), first plans the region on the joint graph (``_compile.budget``).
+    - Every region: torch's RNG pass after the min-cut gets only the random ops both graphs run
+      (``_compile.rng``; torch < 2.11 raised a KeyError on one the backward does not need).
 
     Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
     instead of tracing it: all of it is in place before AOTAutograd traces the region.
@@ -42,7 +44,9 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
     from xla_ckpt._base.compile_scope import set_for_this_compile  # noqa: PLC0415
     from xla_ckpt._compile.budget import planned  # noqa: PLC0415
     from xla_ckpt._compile.fence import fenced  # noqa: PLC0415
+    from xla_ckpt._compile.rng import present_only  # noqa: PLC0415
 
+    set_for_this_compile(partitioners, "functionalize_rng_ops", present_only(partitioners.functionalize_rng_ops))
     if planner:
         for mod in (partitioners, sys.modules.get("torch._inductor.compile_fx")):
             if mod is not None:
