@@ -24,6 +24,7 @@ runs eagerly (``backend="eager"``, real tensors: torch's own version check raise
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional, Sequence
 
 import torch
@@ -53,7 +54,8 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
     ``fresh``: the nodes the op being judged traced (torch >= 2.13 asks after the op ran, so a written
     tensor is already its new value there: ``add(b, 0.5)`` for ``b.add_(0.5)``, ``slice_scatter(b, ...)``
     for a write through a view). The value written is their first argument (functionalization's
-    convention: ``self`` first), and a ``getitem``'s source.
+    convention: ``self`` first), and a ``getitem``'s source; a functional op's ``<arg>_out`` output is
+    the new value of its argument ``arg`` (``_written_argument``).
     """
     from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: PLC0415
     from torch.fx.experimental.proxy_tensor import get_proxy_slot  # noqa: PLC0415
@@ -66,11 +68,39 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
         return None
     while node.op == "call_function":
         target = node.target
+        if target is operator.getitem and node in fresh:
+            written = _written_argument(node.args[0], node.args[1])
+            if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``
+                node = written
+                continue
         through = isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
         if not (through or node in fresh) or not node.args or not isinstance(node.args[0], torch.fx.Node):
             return None
         node = node.args[0]
     return node if node.op == "placeholder" else None
+
+
+def _written_argument(src: Any, index: Any) -> Optional[torch.fx.Node]:
+    """The argument of ``src`` whose new value is ``src``'s output ``index``, for a functional op's outputs.
+
+    Functionalization turns a mutable op into its ``*_functional`` variant, which returns each written
+    argument's new value as ``<arg>_out`` (``rrelu_with_noise_functional(self, noise, ...) -> (Tensor,
+    Tensor noise_out)``, BatchNorm's ``running_mean_out``). The write went to that argument, not to
+    ``self``: following ``self`` called F.rrelu's fresh noise, and BatchNorm's running statistics, a
+    write to the op's input (a false CheckpointError after a recomputed read of that input).
+    """
+    target = getattr(src, "target", None)
+    if not isinstance(target, torch._ops.OpOverload) or not isinstance(index, int):
+        return None
+    returns = target._schema.returns
+    name = returns[index].name if 0 <= index < len(returns) else None
+    if not name or not name.endswith("_out"):
+        return None
+    for pos, arg in enumerate(target._schema.arguments):
+        if arg.name == name[: -len("_out")]:
+            value = src.args[pos] if pos < len(src.args) else src.kwargs.get(arg.name)
+            return value if isinstance(value, torch.fx.Node) else None
+    return None
 
 
 class InputWrites:
