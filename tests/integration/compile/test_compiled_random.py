@@ -289,3 +289,40 @@ def test_a_functional_ops_out_write_is_to_its_argument_not_its_input() -> None:
     ref = _written_statistics(False)
     for got, want in zip(_written_statistics(True), ref):
         torch.testing.assert_close(got, want)
+
+
+# --------------------------------------------------------------------------- a region Dynamo gives up on
+
+
+def _dead_draw(wrap: bool, compiled: bool) -> list[torch.Tensor]:
+    """A dead random op, then a module whose hook appends to a list: inside torch's checkpoint that is a
+    side effect Dynamo cannot trace (a graph break), so the region runs in the eager engine and draws as
+    the uncompiled program does. torch's plain compile drops the dead draw (its graph's dead code):
+    the fuzz compares such a region with the eager run (``check_compiled``'s "as eager")."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    log: list[torch.Tensor] = []
+    lin.register_forward_hook(lambda m, args, out: log.append(out.detach().sum()))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3), requires_grad=True)
+
+    def block(x: torch.Tensor) -> torch.Tensor:
+        _ = x * (torch.rand_like(x) > 0.5)  # dead
+        return lin(x)
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(block, x, policy="nothing_saveable") if wrap else block(x)
+
+    fn = torch.compile(model, backend="aot_eager") if compiled else model
+    torch.manual_seed(1)
+    out = fn(x)
+    out.sum().backward()
+    return [out.detach(), x.grad, lin.weight.grad, *log, torch.get_rng_state()]
+
+
+def test_a_region_dynamo_gives_up_on_draws_as_the_uncompiled_program() -> None:
+    ref = _dead_draw(False, False)
+    got = _dead_draw(True, True)
+    assert len(got) == len(ref)
+    for g, want in zip(got, ref):
+        torch.testing.assert_close(g, want, rtol=0, atol=0)
