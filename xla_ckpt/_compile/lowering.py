@@ -159,6 +159,12 @@ class Lowering:
                 # reads anyway.) By the op's tag, not the call's: the partitioner functionalises every
                 # tagged op marked for recompute (functionalize_rng_ops), drawing or not.
                 return CheckpointPolicy.MUST_SAVE
+            if _inference_graph():
+                # No backward (nothing the region returns needs a gradient): nothing is recomputed, but
+                # newer torch (2.15) runs its forward-loss-backward remat pass on such a graph, which refuses a
+                # random op marked for recompute (a RuntimeError where the plain compile runs; torch's
+                # own checkpoint too). Saved, the op just runs: the same numbers.
+                return CheckpointPolicy.MUST_SAVE
         meta = _compat.current_node_meta()
         if op._schema.is_mutable:
             if self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes):
@@ -241,6 +247,15 @@ def _proxy_mode() -> Any:
     from torch.fx.experimental.proxy_tensor import get_proxy_mode  # noqa: PLC0415
 
     return get_proxy_mode()
+
+
+def _inference_graph() -> bool:
+    """Whether AOTAutograd is tracing a forward-only graph: one without tangents (torch names a joint
+    graph's gradient inputs ``tangents_*``, which its partitioner's RNG pass looks for too)."""
+    mode = _proxy_mode()
+    if mode is None:
+        return False
+    return not any(n.name.startswith("tangents") for n in mode.tracer.graph.find_nodes(op="placeholder"))
 
 
 def _traced(args: tuple, kwargs: dict) -> bool:

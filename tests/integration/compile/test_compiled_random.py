@@ -326,3 +326,29 @@ def test_a_region_dynamo_gives_up_on_draws_as_the_uncompiled_program() -> None:
     assert len(got) == len(ref)
     for g, want in zip(got, ref):
         torch.testing.assert_close(g, want, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- a forward-only graph
+
+
+def _no_grad_inputs(wrap: bool) -> list[torch.Tensor]:
+    """Nothing the region returns needs a gradient: AOTAutograd traces a forward-only graph, which torch
+    2.15 runs through its forward-loss-backward remat pass, refusing a random op marked for recompute."""
+    torch._dynamo.reset()
+    b = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
+
+    def block(b: torch.Tensor) -> torch.Tensor:
+        return F.rrelu(F.dropout(b, 0.5, training=True), training=True).sin()
+
+    def model(b: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(block, b, policy="nothing_saveable") if wrap else block(b)
+
+    torch.manual_seed(1)
+    out = torch.compile(model, backend="aot_eager")(b)
+    return [out, torch.get_rng_state()]
+
+
+def test_random_ops_in_a_forward_only_graph_run_as_in_the_plain_compile() -> None:
+    ref = _no_grad_inputs(False)
+    for got, want in zip(_no_grad_inputs(True), ref):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
