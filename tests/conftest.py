@@ -127,3 +127,15 @@ def _compile_flag_restored():
     before = _python_dispatch._is_in_any_mode_without_ignore_compile_internals
     yield
     _python_dispatch._is_in_any_mode_without_ignore_compile_internals = before
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches empty before and after the test: each compile is its own, never another test's hit.
+
+    Not autouse (the compiled tests opt in with ``pytestmark``): test_compiled.py builds its compiled
+    artifacts once per module and reuses them.
+    """
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

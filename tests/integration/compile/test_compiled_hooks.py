@@ -31,11 +31,7 @@ N = 4
 POLICIES = ["nothing_saveable", "dots_saveable", "everything_saveable"]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 def _hooked(kind: str, log: list) -> nn.Sequential:

@@ -44,11 +44,7 @@ def _step(wrap: bool, backend, policy: str = "nothing_saveable", p: float = 0.5)
     return grads
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])

@@ -22,11 +22,7 @@ aten = torch.ops.aten
 POLICIES = ["nothing_saveable", "dots_saveable", "everything_saveable"]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 
 
 class Counting(nn.Module):
