@@ -73,11 +73,18 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
             if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``
                 node = written
                 continue
-        through = isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
+        through = _is_view(target) or (target is operator.getitem and _is_view(getattr(node.args[0], "target", None)))
         if not (through or node in fresh) or not node.args or not isinstance(node.args[0], torch.fx.Node):
             return None
         node = node.args[0]
     return node if node.op == "placeholder" else None
+
+
+def _is_view(target: Any) -> bool:
+    """Whether an FX node's target is a view op: one tensor (``t``, ``select``) or a list of them whose
+    pieces the graph reads through ``getitem`` (``split``, ``unbind``, ``chunk``: the fuzz found a read
+    through those pieces missed, a recomputed ``cat`` of ``b.split()`` reading the written ``b``)."""
+    return isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
 
 
 def _written_argument(src: Any, index: Any) -> Optional[torch.fx.Node]:
