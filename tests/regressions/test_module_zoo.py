@@ -85,7 +85,13 @@ def _step(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: tor
     return seen
 
 
-def _same(got: dict[str, Any], ref: dict[str, Any]) -> None:
+# On XLA the checkpointed and the plain step compile to other graphs (the recompute fused apart, sums in
+# another order): an EfficientNet MBConv's conv weight grad under dots_saveable differed by 1.7e-5 on a
+# value of 2.45 (7e-6 relative, 1 element of 256), as in the fuzz's XLA_TOL.
+XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def _same(got: dict[str, Any], ref: dict[str, Any], tol: Optional[dict] = None) -> None:
     assert got.keys() == ref.keys()
     for key, r in ref.items():
         g = got[key]
@@ -105,7 +111,7 @@ def _same(got: dict[str, Any], ref: dict[str, Any]) -> None:
         for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r))):
             if isinstance(rr, str):
                 continue
-            torch.testing.assert_close(gg, rr, msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")
+            torch.testing.assert_close(gg, rr, **(tol or {}), msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")
 
 
 def _check(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: torch.device, wrap: Any,
@@ -113,7 +119,7 @@ def _check(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: to
     ref = _step(make, inputs, device, None, hooks)
     got = _step(make, inputs, device, wrap, hooks)
     assert hooks is None or ref["hook records"], "the hooks recorded nothing"
-    _same(got, ref)
+    _same(got, ref, XLA_TOL if device.type == "xla" else None)
     if fewer_bytes and wrap in ("nothing_saveable", "full"):  # the policy did something: inputs kept only
         assert got["kept"] < ref["kept"], f"{wrap} kept {got['kept']} bytes, {ref['kept']} without the library"
 
