@@ -75,6 +75,12 @@ def _sac_gives_op_output() -> bool:
 SAC_GIVES_OP_OUTPUT: bool = _sac_gives_op_output()
 """torch >= 2.13 asks a selective-checkpoint ``policy_fn`` *after* the op, with ``ctx.op_output``;
 before, it asks before the op runs and the policy sees no output (``OpCall.out`` is None)."""
+RECOMPUTES_INPUT_CLONE: bool = TORCH_VERSION < (2, 15)
+"""AOTAutograd clones a graph input that requires grad and is written in place; torch 2.9's min-cut
+recomputes a region's reads of that clone from the input itself, which the graph's epilogue has written
+by backward (autograd's version check raises; torch's own checkpoint too). torch 2.15 reads the clone
+(measured on 2.9 and 2.15; versions between are treated as 2.9: the library then saves, or names the
+error). ``_compile.input_writes`` follows the clone to the input where this holds."""
 HAS_ANNOTATE: bool = hasattr(torch.fx.traceback, "annotate")
 """``torch.fx.traceback.annotate`` (torch >= 2.13): custom node metadata that survives compile."""
 

@@ -11,6 +11,8 @@ in place, an ``instance_norm`` writing its running statistics through ``alias().
 So the lowering asks :class:`InputWrites` about each op while AOTAutograd traces (the FX node behind
 each tensor tells whether it is the graph input itself or a view of one):
 
+- on torch < 2.15, a view of AOTAutograd's clone of an input it writes is saved (``MUST_SAVE``: an alias,
+  no bytes; ``views_input``), and reads and writes of that clone count as the input's;
 - an op that writes a graph input is saved (``MUST_SAVE``): its outputs, the values later ops read, are
   kept, and nothing recomputes them from the written input. BatchNorm in training writes its running
   statistics but its outputs do not depend on them (``STATISTICS_ONLY``): it stays under the policy;
@@ -30,6 +32,7 @@ from typing import Any, Optional, Sequence
 import torch
 from torch.utils._pytree import tree_leaves
 
+from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
 
 __all__ = ["InputWrites", "STATISTICS_ONLY"]
@@ -57,17 +60,13 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
     convention: ``self`` first), and a ``getitem``'s source; a functional op's ``<arg>_out`` output is
     the new value of its argument ``arg`` (``_written_argument``).
     """
-    from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: PLC0415
-    from torch.fx.experimental.proxy_tensor import get_proxy_slot  # noqa: PLC0415
-
-    if isinstance(t, FunctionalTensor):
-        t = torch._from_functional_tensor(t.elem)
-    try:
-        node = get_proxy_slot(t, tracer).proxy.node
-    except (KeyError, AttributeError, RuntimeError):  # not traced (a constant): not a graph input
+    node = _node(t, tracer)
+    if node is None:  # not traced (a constant): not a graph input
         return None
     while node.op == "call_function":
         target = node.target
+        if _input_clone(node):
+            return node.args[0]
         if target is operator.getitem and node in fresh:
             written = _written_argument(node.args[0], node.args[1])
             if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``
@@ -78,6 +77,28 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
             return None
         node = node.args[0]
     return node if node.op == "placeholder" else None
+
+
+def _node(t: torch.Tensor, tracer: Any) -> Optional[torch.fx.Node]:
+    """The FX node behind ``t`` in this trace; None for a value not traced (a constant)."""
+    from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: PLC0415
+    from torch.fx.experimental.proxy_tensor import get_proxy_slot  # noqa: PLC0415
+
+    if isinstance(t, FunctionalTensor):
+        t = torch._from_functional_tensor(t.elem)
+    try:
+        return get_proxy_slot(t, tracer).proxy.node
+    except (KeyError, AttributeError, RuntimeError):
+        return None
+
+
+def _input_clone(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is AOTAutograd's clone of a graph input (one that requires grad and is written in
+    place), which torch < 2.15 recomputes from the written input (``_compat.RECOMPUTES_INPUT_CLONE``).
+    AOTAutograd adds it before the user's code runs: no stack trace, unlike a user's ``clone``."""
+    return (_compat.RECOMPUTES_INPUT_CLONE and node.target is aten.clone.default and bool(node.args)
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+            and "stack_trace" not in node.meta)
 
 
 def _is_view(target: Any) -> bool:
@@ -147,6 +168,25 @@ class InputWrites:
                     "run this region outside torch.compile (the eager engine watches these writes)."
                 )
         return bool(written) and op not in STATISTICS_ONLY
+
+    def views_input(self, args: tuple) -> bool:
+        """Whether a view op's source is AOTAutograd's clone of a graph input written in place, or a view of
+        it (``_input_clone``, torch < 2.15): such a view is saved (an alias: no bytes). Recomputed in
+        backward it reads the input as the graph's epilogue left it: ``v = a.t(); v.clamp_(-1, 1)`` under
+        ``everything_saveable`` recomputed ``t`` from the written ``a`` (autograd's version check raised
+        where the plain compile runs). Views of other inputs (a weight's ``t``) stay unmarked: the
+        partitioner recomputes views freely. Found by the compiled fuzz."""
+        tracer = _tracer()
+        if tracer is None or not args or not isinstance(args[0], torch.Tensor):
+            return False
+        node = _node(args[0], tracer)
+        while node is not None and node.op == "call_function":
+            if _input_clone(node):
+                return True
+            if not (_is_view(node.target) and node.args and isinstance(node.args[0], torch.fx.Node)):
+                return False
+            node = node.args[0]
+        return False
 
     def read(self, op: Any, args: tuple, kwargs: dict, module: str) -> None:
         """``op``, which the policy recomputes, read these arguments (BatchNorm's reads of its statistics

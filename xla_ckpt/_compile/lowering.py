@@ -130,6 +130,8 @@ class Lowering:
         from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
 
         new_nodes = self._new_nodes()
+        if isinstance(op, torch._ops.OpOverload) and op.is_view and self.input_writes.views_input(args):
+            return CheckpointPolicy.MUST_SAVE  # an alias of a graph input: recomputed, it may read a write
         if not isinstance(op, torch._ops.OpOverload) or skipped(op):
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)

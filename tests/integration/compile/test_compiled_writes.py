@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
+from xla_ckpt._base import compat as _compat
 from xla_ckpt._compile import input_writes as _input_writes
 
 aten = torch.ops.aten
@@ -126,3 +127,39 @@ def test_a_recomputed_read_before_the_write_is_an_error(reads: str) -> None:
     error = next((e for e in chain if isinstance(e, xla_ckpt.CheckpointError)), None)
     assert error is not None, chain
     assert "aten.add_.Tensor" in str(error) and op in str(error), error
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_input_that_needs_grad_written_through_a_view(policy: str) -> None:
+    """``a.t().clamp_(-1, 1)`` on a region input that requires grad (found by the compiled fuzz).
+
+    AOTAutograd clones such an input and torch 2.9's min-cut recomputed the region's reads of that clone
+    from the input itself, which the graph's epilogue had written: autograd's version check raised a
+    RuntimeError where the plain compile runs (torch's own checkpoint raises it too). The view is saved
+    now, so a policy that saves ops equals the plain compile; one whose recompute must read the input
+    before the write (autograd's copy of ``clamp_``'s input) gets a named ``CheckpointError`` on torch
+    < 2.15, and equals the plain compile on torch 2.15, whose min-cut reads the clone.
+    """
+    def region(a: torch.Tensor) -> torch.Tensor:
+        v = a.t()
+        v.clamp_(-1, 1)
+        return v
+
+    def step(call):
+        torch._dynamo.reset()
+        leaf = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        out = torch.compile(call, backend="aot_eager")(leaf * 1.0)
+        (out * torch.arange(16.0).reshape(4, 4)).sum().backward()
+        return [out.detach(), leaf.grad]
+
+    want = step(region)
+    try:
+        got = step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
+    except Exception as e:  # BackendCompilerFailed wraps what AOTAutograd raised
+        error = getattr(e, "inner_exception", e)
+        assert isinstance(error, xla_ckpt.CheckpointError), e
+        assert policy != "everything_saveable" and _compat.RECOMPUTES_INPUT_CLONE, error
+        assert "aten.clamp_.default" in str(error), error
+        return
+    for g, r in zip(got, want, strict=True):
+        torch.testing.assert_close(g, r)
