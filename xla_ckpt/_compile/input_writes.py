@@ -86,10 +86,11 @@ def _node(t: torch.Tensor, tracer: Any) -> Optional[torch.fx.Node]:
 
     if isinstance(t, FunctionalTensor):
         t = torch._from_functional_tensor(t.elem)
-    try:
-        return get_proxy_slot(t, tracer).proxy.node
-    except (KeyError, AttributeError, RuntimeError):
-        return None
+    # A default, not the miss's RuntimeError: its message formats the tensor, and a 0-dim real constant
+    # (``t[1, 0] = 2.0``'s) formats through ``.item()`` under the fake mode, which raises (the fuzz found it).
+    slot = get_proxy_slot(t, tracer, None)
+    proxy = getattr(slot, "proxy", None)
+    return getattr(proxy, "node", None)
 
 
 def _input_clone(node: torch.fx.Node) -> bool:

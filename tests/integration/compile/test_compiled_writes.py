@@ -163,3 +163,25 @@ def test_an_input_that_needs_grad_written_through_a_view(policy: str) -> None:
         return
     for g, r in zip(got, want, strict=True):
         torch.testing.assert_close(g, r)
+
+
+def test_a_written_fresh_tensor_with_a_scalar_constant() -> None:
+    """``t[1, 0] = 2.0`` writes a fresh tensor from a 0-dim constant: judging the constant's view (not traced)
+    formatted it through ``.item()`` under the fake mode, an error where the plain compile runs (fuzz)."""
+    def region(a: torch.Tensor) -> torch.Tensor:
+        t = torch.full((4, 2, 4), 0.5)
+        t[1, 0] = 2.0
+        return a * t[:, 0]
+
+    def step(call):
+        torch._dynamo.reset()
+        leaf = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        out = torch.compile(call, backend="aot_eager")(leaf * 1.0)
+        (out * torch.arange(16.0).reshape(4, 4)).sum().backward()
+        return [out.detach(), leaf.grad]
+
+    want = step(region)
+    for policy in POLICIES:
+        got = step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
+        for g, r in zip(got, want, strict=True):
+            torch.testing.assert_close(g, r)
