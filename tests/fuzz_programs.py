@@ -328,7 +328,7 @@ class _Orthogonal(torch.nn.Module):
         return self.lin(torch.tanh(self.lin(x)))
 
 
-def _modules(gen: torch.Generator, device: torch.device, log: list
+def _modules(gen: torch.Generator, device: torch.device, log: list, quiet: bool = False
              ) -> tuple[dict[str, torch.nn.Module], dict[str, torch.nn.Module]]:
     """The modules programs call (``MODULES``), with the hooks whose records ``run`` compares, and the
     models they were deep-copied from (XLA; none on CPU), whose buffers ``run`` compares too.
@@ -358,35 +358,38 @@ def _modules(gen: torch.Generator, device: torch.device, log: list
 
         torch_xla.sync()
         originals, mods = mods, copy.deepcopy(mods)
-    mods["logged"].register_forward_pre_hook(lambda m, args: log.append(args[0].detach().clone()))
-    mods["logged"].register_forward_hook(lambda m, args, out: log.append(out.detach().clone()))
+    # quiet: the hooks keep their effect on values and grads but record nothing, so Dynamo traces them
+    # into a compiled region (a record is a side effect it refuses inside torch's checkpoint).
+    record = (lambda t: None) if quiet else log.append
+    mods["logged"].register_forward_pre_hook(lambda m, args: record(args[0].detach().clone()))
+    mods["logged"].register_forward_hook(lambda m, args, out: record(out.detach().clone()))
 
     def shift(m: Any, args: Any, out: torch.Tensor) -> torch.Tensor:
-        log.append(out.detach().sum())
+        record(out.detach().sum())
         return out * 0.5 + 0.25
 
     mods["shifted"].register_forward_hook(shift)
 
     def write(m: Any, args: Any, out: torch.Tensor) -> None:
-        log.append(out.detach().sum())
+        record(out.detach().sum())
         out.mul_(0.5)
 
     mods["written"].register_forward_hook(write)
 
     def halve_grad_output(m: Any, grad_output: tuple) -> tuple:
-        log.append(grad_output[0].detach().clone())
+        record(grad_output[0].detach().clone())
         return (grad_output[0] * 0.5,)
 
     def record_grad_input(m: Any, grad_input: tuple, grad_output: tuple) -> None:
         g = grad_input[0]
-        log.append(g.detach().clone() if g is not None else torch.zeros((), device=device))
+        record(g.detach().clone() if g is not None else torch.zeros((), device=device))
 
     mods["bw_hooked"].register_full_backward_pre_hook(halve_grad_output)
     mods["bw_hooked"].register_full_backward_hook(record_grad_input)
 
     def double_output_grad(m: Any, args: Any, out: torch.Tensor) -> None:
         def on_grad(g: torch.Tensor) -> torch.Tensor:
-            log.append(g.detach().clone())
+            record(g.detach().clone())
             return g * 2.0
         out.register_hook(on_grad)
 
@@ -854,12 +857,13 @@ class _ReplayingThread:
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
         hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None,
-        compiled: bool = False) -> Outcome:
+        compiled: bool = False, quiet: bool = False) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
     backward inside the dispatch mode ``outer`` (``OUTER``); ``compiled``: the call (region and all) under
-    ``torch.compile(backend="aot_eager")``, from a reset Dynamo (each program its own compile)."""
+    ``torch.compile(backend="aot_eager")``, from a reset Dynamo (each program its own compile); ``quiet``:
+    hooks that record nothing and no global hook, so Dynamo can trace the hooked modules too."""
     policy = _saving_pair(steps, policy)
     _restart_counting()
     _PHASE["reruns"] = 0
@@ -878,7 +882,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     if uses_alias(steps):  # inputs sharing b's memory, only for programs that use them
         extra.update(bt=b.t(), bs=b[1:3])
     log: list[torch.Tensor] = []
-    mods, originals = _modules(gen, device, log)
+    mods, originals = _modules(gen, device, log, quiet)
     params.update(user_params(gen, device))  # drawn last: the other kinds' values stay as they were
     fn = _body(steps, params, _Counter(), mods, inner=policy is not None)
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
@@ -888,7 +892,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
         try:
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
             version = b._version  # shared with its views: bumped by any write through b, bt or bs
-            with _hooks(hooks), _global_hook(mods, log):
+            with _hooks(hooks), (contextlib.nullcontext() if quiet else _global_hook(mods, log)):
                 call = fn if policy is None else functools.partial(xla_ckpt.checkpoint, fn, policy=policy,
                                                                    verify=verify)
                 if compiled:
