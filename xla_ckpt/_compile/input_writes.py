@@ -95,7 +95,7 @@ def _node(t: torch.Tensor, tracer: Any) -> Optional[torch.fx.Node]:
 
 def _input_clone(node: torch.fx.Node) -> bool:
     """Whether ``node`` is AOTAutograd's clone of a graph input (one that requires grad and is written in
-    place), which torch < 2.15 recomputes from the written input (``_compat.RECOMPUTES_INPUT_CLONE``).
+    place), which torch < 2.15 recomputes from the written input (``_base.compat.RECOMPUTES_INPUT_CLONE``).
     AOTAutograd adds it before the user's code runs: no stack trace, unlike a user's ``clone``."""
     return (_compat.RECOMPUTES_INPUT_CLONE and node.target is aten.clone.default and bool(node.args)
             and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
