@@ -129,6 +129,15 @@ def test_a_recomputed_read_before_the_write_is_an_error(reads: str) -> None:
     assert "aten.add_.Tensor" in str(error) and op in str(error), error
 
 
+def _grad_input_step(call) -> list[torch.Tensor]:
+    """``call`` compiled on a non-leaf input that needs grad (as the fuzz's ``a``): output and the leaf's grad."""
+    torch._dynamo.reset()
+    leaf = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    out = torch.compile(call, backend="aot_eager")(leaf * 1.0)
+    (out * torch.arange(16.0).reshape(4, 4)).sum().backward()
+    return [out.detach(), leaf.grad]
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_an_input_that_needs_grad_written_through_a_view(policy: str) -> None:
     """``a.t().clamp_(-1, 1)`` on a region input that requires grad (found by the compiled fuzz).
@@ -145,16 +154,9 @@ def test_an_input_that_needs_grad_written_through_a_view(policy: str) -> None:
         v.clamp_(-1, 1)
         return v
 
-    def step(call):
-        torch._dynamo.reset()
-        leaf = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
-        out = torch.compile(call, backend="aot_eager")(leaf * 1.0)
-        (out * torch.arange(16.0).reshape(4, 4)).sum().backward()
-        return [out.detach(), leaf.grad]
-
-    want = step(region)
+    want = _grad_input_step(region)
     try:
-        got = step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
+        got = _grad_input_step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
     except Exception as e:  # BackendCompilerFailed wraps what AOTAutograd raised
         error = getattr(e, "inner_exception", e)
         assert isinstance(error, xla_ckpt.CheckpointError), e
@@ -173,15 +175,8 @@ def test_a_written_fresh_tensor_with_a_scalar_constant() -> None:
         t[1, 0] = 2.0
         return a * t[:, 0]
 
-    def step(call):
-        torch._dynamo.reset()
-        leaf = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
-        out = torch.compile(call, backend="aot_eager")(leaf * 1.0)
-        (out * torch.arange(16.0).reshape(4, 4)).sum().backward()
-        return [out.detach(), leaf.grad]
-
-    want = step(region)
+    want = _grad_input_step(region)
     for policy in POLICIES:
-        got = step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
+        got = _grad_input_step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
         for g, r in zip(got, want, strict=True):
             torch.testing.assert_close(g, r)
