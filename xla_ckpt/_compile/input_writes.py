@@ -72,7 +72,7 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
             if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``
                 node = written
                 continue
-        through = _is_view(target) or (target is operator.getitem and _is_view(getattr(node.args[0], "target", None)))
+        through = _through_view(node)
         if not (through or node in fresh) or not node.args or not isinstance(node.args[0], torch.fx.Node):
             return None
         node = node.args[0]
@@ -103,10 +103,16 @@ def _input_clone(node: torch.fx.Node) -> bool:
 
 
 def _is_view(target: Any) -> bool:
-    """Whether an FX node's target is a view op: one tensor (``t``, ``select``) or a list of them whose
-    pieces the graph reads through ``getitem`` (``split``, ``unbind``, ``chunk``: the fuzz found a read
-    through those pieces missed, a recomputed ``cat`` of ``b.split()`` reading the written ``b``)."""
     return isinstance(target, torch._ops.OpOverload) and (target.is_view or target is aten.alias.default)
+
+
+def _through_view(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a view of its first argument: a view op (``t``, ``select``), or one piece
+    (``getitem``) of a view op returning a list (``split``, ``unbind``, ``chunk``: the fuzz found a read
+    through those pieces missed, a recomputed ``cat`` of ``b.split()`` reading the written ``b``)."""
+    if node.target is operator.getitem:
+        return bool(node.args) and _is_view(getattr(node.args[0], "target", None))
+    return _is_view(node.target)
 
 
 def _written_argument(src: Any, index: Any) -> Optional[torch.fx.Node]:
@@ -184,7 +190,7 @@ class InputWrites:
         while node is not None and node.op == "call_function":
             if _input_clone(node):
                 return True
-            if not (_is_view(node.target) and node.args and isinstance(node.args[0], torch.fx.Node)):
+            if not (_through_view(node) and node.args and isinstance(node.args[0], torch.fx.Node)):
                 return False
             node = node.args[0]
         return False

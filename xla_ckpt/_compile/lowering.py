@@ -131,7 +131,7 @@ class Lowering:
 
         new_nodes = self._new_nodes()
         if isinstance(op, torch._ops.OpOverload) and op.is_view and self.input_writes.views_input(args):
-            return CheckpointPolicy.MUST_SAVE  # an alias of a graph input: recomputed, it may read a write
+            return CheckpointPolicy.MUST_SAVE  # a view of a written input's clone (torch < 2.15; _compile.input_writes)
         if not isinstance(op, torch._ops.OpOverload) or skipped(op):
             if op is aten.alias.default:
                 self._maybe_tag(new_nodes)
