@@ -857,12 +857,13 @@ class _ReplayingThread:
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
         hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None,
-        compiled: bool = False, quiet: bool = False) -> Outcome:
+        compiled: bool | str = False, quiet: bool = False) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
     backward inside the dispatch mode ``outer`` (``OUTER``); ``compiled``: the call (region and all) under
-    ``torch.compile(backend="aot_eager")``, from a reset Dynamo (each program its own compile); ``quiet``:
+    ``torch.compile(backend="aot_eager")`` (or the backend it names), from a reset Dynamo (each program its
+    own compile); ``quiet``:
     hooks that record nothing and no global hook, so Dynamo can trace the hooked modules too."""
     policy = _saving_pair(steps, policy)
     _restart_counting()
@@ -897,7 +898,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                                                                    verify=verify)
                 if compiled:
                     torch._dynamo.reset()  # a program's compile must not be another's cache hit
-                    call = torch.compile(call, backend="aot_eager")
+                    call = torch.compile(call, backend=compiled if isinstance(compiled, str) else "aot_eager")
                 out = call(a, b=b, **extra)
             aliased_written = uses_alias(steps) and b._version != version
             if after == "eval":
