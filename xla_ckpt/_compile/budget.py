@@ -46,7 +46,7 @@ from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._policy.budget import budget_bytes
 from xla_ckpt._policy.plan import Cost, RegionView, check_plan
 
-__all__ = ["register_region", "plan_joint", "planned", "RegionPlan", "recorded_plans"]
+__all__ = ["register_region", "plan_joint", "planned", "sees_unplanned", "RegionPlan", "recorded_plans"]
 
 _MAX_REGIONS = 4096  # registered regions kept (ids are unique per process; a bound, not a cache)
 
@@ -274,3 +274,25 @@ def planned(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
 
     partition._xla_ckpt_planned = True  # type: ignore[attr-defined]
     return partition
+
+
+def sees_unplanned(has_recomputable_ops: Callable[[GraphModule], bool]) -> Callable[[GraphModule], bool]:
+    """torch's ``has_recomputable_ops``, also true for a graph holding a region registered and not yet planned.
+
+    torch's ``default_partition`` (``backend="openxla"``'s) calls the min-cut, where regions are planned
+    (:func:`planned`), only for a graph with a node marked for recompute; a planning region's ops are
+    ``PREFER_SAVE`` until planned, so a region with no other recompute mark ran unmarked (the fuzz under
+    openxla: every budget region of its small programs). Once planned, torch's own answer.
+    """
+    if getattr(has_recomputable_ops, "_xla_ckpt_planned", False):
+        return has_recomputable_ops
+
+    @functools.wraps(has_recomputable_ops)
+    def sees(fx_g: GraphModule) -> bool:
+        if has_recomputable_ops(fx_g):
+            return True
+        unplanned = _reg.unplanned
+        return bool(unplanned) and any(n.meta.get("ac_graph_id") in unplanned for n in fx_g.graph.nodes)
+
+    sees._xla_ckpt_planned = True  # type: ignore[attr-defined]
+    return sees

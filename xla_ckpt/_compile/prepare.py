@@ -30,7 +30,8 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
       ``min_cut_rematerialization_partition`` by name for marked graphs; for this compile that name is
       the fenced min-cut (``_compile.fence``), so XLA cannot run every recompute at once.
     - A planning policy's region (``planner``, any device): the min-cut, by that name and by inductor's
-      (``torch._inductor.compile_fx`` imports it), first plans the region on the joint graph (``_compile.budget``).
+      (``torch._inductor.compile_fx`` imports it), first plans the region on the joint graph (``_compile.budget``);
+      ``default_partition`` calls the min-cut for a graph holding such a region (``budget.sees_unplanned``).
     - Every region: torch's RNG pass after the min-cut gets only the random ops both graphs run
       (``_compile.rng``; torch < 2.11 raised a KeyError on one the backward does not need).
 
@@ -42,7 +43,7 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
     from torch._functorch import partitioners  # noqa: PLC0415
 
     from xla_ckpt._base.compile_scope import set_for_this_compile  # noqa: PLC0415
-    from xla_ckpt._compile.budget import planned  # noqa: PLC0415
+    from xla_ckpt._compile.budget import planned, sees_unplanned  # noqa: PLC0415
     from xla_ckpt._compile.fence import fenced  # noqa: PLC0415
     from xla_ckpt._compile.rng import present_only  # noqa: PLC0415
 
@@ -52,6 +53,8 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
             if mod is not None:
                 set_for_this_compile(mod, "min_cut_rematerialization_partition",
                                      planned(mod.min_cut_rematerialization_partition))
+        # default_partition (openxla's) reaches the min-cut only for a graph with a recompute mark.
+        set_for_this_compile(partitioners, "has_recomputable_ops", sees_unplanned(partitioners.has_recomputable_ops))
     if not on_xla or not _xla.device_module_for_this_compile():
         return False
     if not _unfenced:
