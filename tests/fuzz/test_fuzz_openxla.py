@@ -74,7 +74,10 @@ def graph_hashes(xla_device) -> Iterator[GraphHashes]:
 def check_openxla(steps, spec, quiet: bool, device: torch.device, hashes: GraphHashes) -> str:
     """Compare one program compiled with openxla, checkpointed under ``spec``, with its plain compile."""
     hashes.start()
-    ref = run(steps, device, compiled="openxla", quiet=quiet)
+    try:
+        ref = run(steps, device, compiled="openxla", quiet=quiet)
+    except AssertionError:  # torch_xla's bridge asserts (a None backward input after a BatchNorm's graph break)
+        return "plain compile failed"
     if ref.error is not None:
         return "plain compile failed"
     got = run(steps, device, resolve(spec), compiled="openxla", quiet=quiet)

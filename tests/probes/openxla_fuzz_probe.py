@@ -64,7 +64,10 @@ def _diffs(a: Any, b: Any) -> list[tuple[str, float]]:
 
 
 def check(steps: Any, spec: Any, quiet: bool, dev: torch.device) -> str:
-    ref = run(steps, dev, compiled="openxla", quiet=quiet)
+    try:
+        ref = run(steps, dev, compiled="openxla", quiet=quiet)
+    except AssertionError:  # torch_xla's bridge asserts (a None backward input after a BatchNorm's graph break)
+        return "plain compile failed"
     if ref.error is not None:
         return "plain compile failed"
     got = run(steps, dev, resolve(spec), compiled="openxla", quiet=quiet)
