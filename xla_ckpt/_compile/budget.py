@@ -160,7 +160,10 @@ def plan_joint(joint: GraphModule, num_fwd_outputs: int, static_inputs: Any = ()
         if gid in by_region and n in fw and n.op == "call_function" and not transparent(n):
             by_region[gid].append(n)
     plans: list[RegionPlan] = []
-    _reg.unplanned.difference_update(by_region)
+    # Every region of this compile is planned here: one registered but absent from the joint graph came from
+    # an earlier trace of the same graph (AOTAutograd traces the forward once to collect metadata, under
+    # another ac_graph_id), not from a region the partitioner missed.
+    _reg.unplanned.clear()
     for gid, positions in by_region.items():
         try:
             plans.append(_plan_region(gid, _reg.regions[gid], positions, fw, static))
