@@ -12,7 +12,8 @@ feeds which op share a hash and the second runs the first's program (pytorch/xla
 hunt met it in 2 of 300 programs (once in the plain compile), each exact in a fresh process, under
 ``aot_eager`` on XLA and lazily (``tests/probes/openxla_fuzz_probe.py``). A mismatch is accepted as that
 only when the graph hash of one of its runs was computed before for another IR text in this process.
-Slow tier: a compile per program costs seconds here.
+An AssertionError out of the bridge in the plain compile (a BatchNorm behind a hook's graph break) is the
+plain compile failing. Slow tier: about 1.8 s a program here, 20 programs in the ``full`` profile.
 """
 
 from __future__ import annotations
