@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import inspect
 import types
 from typing import Any, Iterator, Optional
@@ -25,6 +26,7 @@ __all__ = [
     "annotate",
     "current_node_meta",
     "object_by_id",
+    "built_in_compiled_frame",
     "deref",
     "without_callers_modes",
     "preserve_version",
@@ -107,6 +109,19 @@ def object_by_id(key: int) -> Any:
     ``context_fn`` (it rebuilds the partial from constants), not arbitrary policy objects.
     """
     return ctypes.cast(key, ctypes.py_object).value
+
+
+def built_in_compiled_frame(obj: Any) -> bool:
+    """Whether ``obj``, found by :func:`object_by_id`, is an object the compiled frame itself builds.
+
+    Dynamo runs such a constructor only when the compiled frame runs, after AOTAutograd traced it. On
+    torch 2.9 ``id()`` gives the real, half-built object (a dataclass with its fields not yet set); on
+    2.15 a fake id, the id of Dynamo's own ``VariableTracker`` for it (alive while that trace runs).
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return any(f.name not in vars(obj) for f in dataclasses.fields(obj))
+    tracker = getattr(getattr(getattr(torch, "_dynamo", None), "variables", None), "VariableTracker", None)
+    return tracker is not None and isinstance(obj, tracker)
 
 
 _MODE_KEYS = tuple(getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "__members__", {}).values())

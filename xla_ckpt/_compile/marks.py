@@ -24,7 +24,9 @@ What a policy sees differs from eager in three documented ways:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import types
 from typing import Any, Callable, Optional
 
 import torch
@@ -33,6 +35,7 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._compile.deferred import ForwardContext
 from xla_ckpt._compile.lowering import Lowering, warn_old_torch
 from xla_ckpt._compile.prepare import prepare_this_compile
@@ -50,9 +53,30 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
         warn_old_torch()
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
+    _check_built(policy, module)
     lowering = Lowering(policy, module, direct, on_xla)
     forward, recompute = create_selective_checkpoint_contexts(lowering.policy_fn)
     return ForwardContext(forward, lowering.deferred), recompute
+
+
+def _check_built(policy: Any, module: Optional[nn.Module]) -> None:
+    """Raise if ``policy`` is an object the compiled frame builds itself (Dynamo has not built it yet).
+
+    The lowering would otherwise fail deep inside the policy with a bare error (torch 2.9:
+    ``'save_ops' object has no attribute 'ops'``; 2.15: ``'FrozenDataClassVariable' object is not callable``).
+    """
+    if not _compat.built_in_compiled_frame(policy):
+        return
+    where = f" in module {type(module).__name__}" if module is not None and not _compat.built_in_compiled_frame(module) else ""
+    # A VariableTracker (torch 2.15) names the class it stands for; a function made there has none.
+    cls = getattr(policy, "value_type", None) if not dataclasses.is_dataclass(policy) else type(policy)
+    name = f"{cls.__name__}(...)" if isinstance(cls, type) and cls is not types.FunctionType else "(a function)"
+    raise CheckpointError(
+        f"xla_ckpt: the policy {name} of a checkpointed region{where} is built inside the compiled "
+        "function, and torch.compile only builds it when the compiled code runs, after it traced the region. "
+        "Build the policy once outside the compiled function (module level, in __init__, or through "
+        "xla_ckpt.apply's config) and pass that object."
+    )
 
 
 def _region_module(fn: Callable[..., Any]) -> tuple[Optional[nn.Module], bool]:

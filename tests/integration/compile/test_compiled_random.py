@@ -174,6 +174,46 @@ def test_a_nested_region_error_is_raised_by_the_outer_region() -> None:
     del kept
 
 
+def test_a_policy_built_inside_the_compiled_function_is_a_named_error() -> None:
+    """Dynamo sets such an object's fields only when the frame runs, after AOTAutograd traced the region:
+    this was a bare ``AttributeError: 'save_ops' object has no attribute 'ops'``. The same policy built
+    outside compiles and gives the eager gradients."""
+    from xla_ckpt import policies
+
+    aten = torch.ops.aten
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def region(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x @ w).relu() @ w
+
+    def inline(x: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(region, x, policy=policies.any_of(policies.save_ops(aten.mm))).sum()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    with pytest.raises(Exception) as info:
+        torch.compile(inline, backend="aot_eager")(x).backward()
+    kept = info.value
+    chain = [kept, kept.__cause__, kept.__context__]
+    errors = [e for e in chain if isinstance(e, xla_ckpt.CheckpointError)]
+    assert errors and re.search(r"policy any_of\(\.\.\.\).*built inside the compiled function.*outside",
+                                str(errors[0])), chain
+    assert _installed() == (0, False)
+    del kept, errors, chain
+
+    outside = policies.any_of(policies.save_ops(aten.mm))
+
+    def built_outside(x: torch.Tensor) -> torch.Tensor:
+        return xla_ckpt.checkpoint(region, x, policy=outside).sum()
+
+    grads = []
+    for fn in (lambda x: region(x).sum(), torch.compile(built_outside, backend="aot_eager")):
+        x.grad = w.grad = None
+        fn(x).backward()
+        assert x.grad is not None and w.grad is not None
+        grads.append((x.grad, w.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 # --------------------------------------------------------------------------- HF Llama under compile
 
 
