@@ -17,9 +17,13 @@ user hook of a module it calls goes through a guard that asks the thread's check
 The guards are put into a module's hook dictionaries only for the duration of that module's call
 (``nn.Module._call_impl`` is wrapped while some thread runs a region: reference counted, restored
 when the last region leaves, also on exceptions) and only when the module or the global registry
-holds hooks other than xla_ckpt's own module tracking. Hooks of torch's own machinery (FSDP2's
-unshard / reshard, the module tracker of a ``FlopCounterMode``) are what the recompute needs: they
-run in it as before. A hook registered after the forward is not called by its replay (without the
+holds hooks other than xla_ckpt's own module tracking. FSDP2's unshard / reshard hooks are what the
+recompute needs: they run in it as before. The module tracker of a ``FlopCounterMode`` runs in the
+forward but not in a recompute that calls fn again: without the library it would not see those calls,
+and its hooks register gradient hooks on the modules' inputs, leaf parameters included, in the middle
+of backward (``torch.autograd.grad`` then raised "A leaf node was passed to _will_engine_execute_node";
+found by the fuzz's ``BACKWARD`` axis). The recomputed ops are still counted, under the modules whose
+backward runs them, as a recorded program's are. A hook registered after the forward is not called by its replay (without the
 library it would not have run for that forward).
 """
 
@@ -43,6 +47,18 @@ _lock = threading.Lock()
 _users = 0
 
 
+class Skip:
+    """A hook the recompute does not run (a ``FlopCounterMode``'s module tracker; its hooks return None)."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Callable[..., Any]) -> None:
+        self.hook = hook
+
+    def __call__(self, *args: Any) -> None:
+        return None
+
+
 class Guard:
     """One user hook, called through the thread's checkpoint state (see the module docstring)."""
 
@@ -62,10 +78,16 @@ class Guard:
 
 
 def _infrastructure(hook: Any) -> bool:
-    """Hooks of torch's own machinery, which the recompute needs as the forward did: FSDP2 gathers the
-    weights the replay reads; a ``FlopCounterMode``'s module tracker names the recomputed ops' modules."""
+    """Hooks of torch's own machinery, run unguarded: FSDP2 gathers the weights the replay reads; a
+    ``FlopCounterMode``'s module tracker (which the recompute skips, ``_tracker``)."""
     owner = getattr(hook, "__self__", None)
     return owner is not None and isinstance(owner, _infrastructure_types())
+
+
+def _tracker(hook: Any) -> bool:
+    from torch.utils.module_tracker import ModuleTracker  # noqa: PLC0415
+
+    return isinstance(getattr(hook, "__self__", None), ModuleTracker)
 
 
 _TYPES: Optional[tuple[type, ...]] = None
@@ -91,15 +113,21 @@ def _own(hook: Any) -> bool:
     return any(hook is h for h in OWN_HOOKS)  # by identity: a user's hook object may be unhashable
 
 
-def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool) -> None:
+def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool, recompute: bool) -> None:
     for key, hook in hooks.items():
-        if type(hook) is Guard or _own(hook) or _infrastructure(hook):
+        if type(hook) in _WRAPPERS or _own(hook):
             continue
-        hooks[key] = Guard(hook, forward)
+        if _infrastructure(hook):
+            if not (recompute and _tracker(hook)):
+                continue
+            hooks[key] = Skip(hook)
+        else:
+            hooks[key] = Guard(hook, forward)
         swapped.append((hooks, key, hook))
 
 
 _GLOBALS = (("_global_forward_pre_hooks", False), ("_global_forward_hooks", True))
+_WRAPPERS = (Guard, Skip)  # what ``_guard`` puts in a hook dictionary for one call
 
 
 def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -111,14 +139,15 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
     elif st.region is not None:
         st.region.module_ran(self)  # its train/eval mode, for the recompute
     swapped: list = []
+    recompute = st.recompute is not None
     if self._forward_pre_hooks:
-        _guard(self._forward_pre_hooks, swapped, False)
+        _guard(self._forward_pre_hooks, swapped, False, recompute)
     if self._forward_hooks:
-        _guard(self._forward_hooks, swapped, True)
+        _guard(self._forward_hooks, swapped, True, recompute)
     for name, forward in _GLOBALS:
         hooks = getattr(_module_mod, name)
-        if hooks and not all(_own(h) or type(h) is Guard for h in hooks.values()):
-            _guard(hooks, swapped, forward)
+        if hooks and not all(_own(h) or type(h) in _WRAPPERS for h in hooks.values()):
+            _guard(hooks, swapped, forward, recompute)
     if not swapped:
         return _ORIGINAL_CALL(self, *args, **kwargs)
     try:
@@ -127,7 +156,7 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         # Put back what this call guarded, unless the hook was removed (or replaced) meanwhile.
         for hooks, key, hook in swapped:
             current = hooks.get(key)
-            if type(current) is Guard and current.hook is hook:
+            if type(current) in _WRAPPERS and current.hook is hook:
                 hooks[key] = hook
 
 
@@ -135,7 +164,7 @@ def _registered(m: nn.Module) -> list[Any]:
     """The user hooks that a call of ``m`` runs now (guarded or not)."""
     hooks = [*m._forward_pre_hooks.values(), *m._forward_hooks.values(),
              *(h for name, _ in _GLOBALS for h in getattr(_module_mod, name).values())]
-    return [h.hook if type(h) is Guard else h for h in hooks]
+    return [h.hook if type(h) in _WRAPPERS else h for h in hooks]
 
 
 @contextlib.contextmanager

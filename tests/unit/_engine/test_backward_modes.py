@@ -203,3 +203,38 @@ def test_callers_mode_sees_the_replay_of_a_region_that_writes_a_buffer(device, d
                                **tol)
     # tanh runs again only in the recompute (its backward is tanh_backward).
     assert counter.count(aten.tanh) >= 1, sorted(str(k) for k in counter.counts)
+
+
+def test_flop_counter_around_autograd_grad_of_a_region_that_runs_fn_again(device, direct):
+    """A ``FlopCounterMode`` around ``torch.autograd.grad`` (not ``backward``) over a region the replay runs
+    ``fn`` again for (a parametrized weight): as without the library. Its module tracker ran in that
+    replay, registered gradient hooks on the leaf parameter mid-backward, and autograd.grad raised "A leaf
+    node was passed to _will_engine_execute_node" (found by the fuzz's ``BACKWARD`` axis)."""
+    from torch.nn.utils import parametrizations
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    lin = parametrizations.orthogonal(torch.nn.Linear(8, 8)).to(device)
+    original = lin.parametrizations.weight.original
+    x = torch.randn(4, 8, device=device, requires_grad=True)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return lin(torch.tanh(lin(t))).sin()
+
+    results = []
+    for policy in (None, "nothing_saveable"):
+        out = fn(x) if policy is None else xla_ckpt.checkpoint(fn, x, policy=policy)
+        with FlopCounterMode(display=False) as flops:
+            grads = torch.autograd.grad(out.square().sum(), [x, original, lin.bias])
+        if device.type == "xla":
+            import torch_xla
+
+            torch_xla.sync()
+        assert all(g is not None for g in grads)
+        results.append(([out.detach().cpu()] + [g.cpu() for g in grads], flops.get_total_flops()))
+    (ref, plain_flops), (got, flops_got) = results
+    tol = XLA_TOL if device.type == "xla" else {"rtol": 0.0, "atol": 0.0}
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g, r, **tol)
+    assert flops_got > plain_flops  # the mode still counts the recomputed matmuls
+    assert not original._backward_hooks  # no tracker hook left on the user's parameter
