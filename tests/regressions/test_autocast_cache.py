@@ -118,3 +118,43 @@ def test_block_input_read_by_three_linears_under_the_users_autocast(device, poli
     with replay_kind(direct):
         got = step(True)
     assert_same(ref, got)
+
+
+def test_a_recompute_in_another_thread_leaves_this_threads_cast_cache_alone():
+    """Autocast's cast cache is one per process; its switch and nesting count are per thread. Another
+    thread's recompute of a region that ran outside autocast emptied it while this thread's forward ran
+    inside autocast: this forward cast w twice, its recompute once, a false ``CheckpointError`` (the fuzz,
+    ``thread`` with the ``autocast`` context), and a plain forward here cast w twice too, rounding its
+    gradient otherwise."""
+    import threading
+
+    from helpers import OpCounter
+
+    cpu = torch.device("cpu")
+    w, b = _params(cpu)
+    mark = torch.nn.Identity()
+
+    def elsewhere() -> None:  # another thread's checkpointed step, no autocast in it
+        v = torch.randn(4, 8, requires_grad=True)
+        xla_ckpt.checkpoint(lambda t: t.sin().cos(), v, policy="nothing_saveable").sum().backward()
+
+    def between(*_: object) -> None:  # a forward hook: once, in the forward, between w's two reads
+        t = threading.Thread(target=elsewhere)
+        t.start()
+        t.join()
+
+    mark.register_forward_hook(between)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.linear(mark(F.linear(x, w, b)).relu(), w).sin()
+
+    results = []
+    for policy in (None, *POLICIES):
+        x = _x(cpu)
+        with torch.autocast("cpu", dtype=BF16), OpCounter() as counter:
+            out = fn(x) if policy is None else xla_ckpt.checkpoint(fn, x, policy=policy)
+        if policy is None:
+            assert counter.count(torch.ops.aten._to_copy) == 3  # x, w and b, each once (cached)
+        results.append(grads_of(lambda _: out, [x], [w, b]))
+    for got in results[1:]:
+        assert_same(results[0], got)

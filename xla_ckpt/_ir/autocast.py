@@ -8,7 +8,8 @@ a weight again in each such block) and what the cache already holds (a weight ca
 under the caller's autocast, is a cache hit inside it).
 
 The recompute must run the same ops, so it starts at the forward's nesting count, with an empty
-cache, and leaves no cast of its own in the caller's cache (``Autocast.restored``). Entering
+cache, and leaves no cast of its own in the caller's cache (``Autocast.restored``); the cache is one per
+process, so a region that started outside any autocast leaves it alone (other threads' casts are in it). Entering
 ``torch.autocast`` contexts to restore the state, as before, added to the nesting count: a weight cast
 in two blocks of ``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward
 found in the cache (made before the region) is one more op in the recompute, run outside the record
@@ -81,7 +82,14 @@ class Autocast:
         """The forward's autocast state, nesting count and an empty cache, for ``fn`` run again."""
         before, cache_before = _of_types(self.types), torch.is_autocast_cache_enabled()
         was = _set_nesting(self.nesting)
-        torch.clear_autocast_cache()
+        # Autocast's cast cache is process-wide (its on/off switch and nesting count are per thread): a
+        # clear here empties every thread's cache, and another thread's forward inside autocast cast a
+        # weight twice, its own recompute once (a CheckpointError, found by the fuzz). A region that
+        # started outside any autocast needs no clear: a cast there happens only inside an autocast that
+        # fn opens itself, whose exit at nesting 0 clears the cache as the forward's did.
+        clears = self.nesting > 0 or any(enabled for _, enabled, _ in self.devices)
+        if clears:
+            torch.clear_autocast_cache()
         try:
             for t, enabled, dtype in self.devices:
                 torch.set_autocast_enabled(t, enabled)
@@ -89,7 +97,8 @@ class Autocast:
             torch.set_autocast_cache_enabled(self.cache)
             yield
         finally:
-            torch.clear_autocast_cache()  # the recompute's own casts: not the caller's to reuse
+            if clears:
+                torch.clear_autocast_cache()  # the recompute's own casts: not the caller's to reuse
             for t, enabled, dtype in before:
                 torch.set_autocast_enabled(t, enabled)
                 torch.set_autocast_dtype(t, dtype)
