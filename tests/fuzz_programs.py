@@ -772,13 +772,52 @@ class Outcome:
 # "parametrize_cached": ``torch.nn.utils.parametrize.cached()`` open around the forward only, as torch's docs
 # open it around a model call (the replay computed a cached parametrization at each read: the module zoo's
 # second round).
-HOOKS = ("none", "ledger", "by_reference", "parametrize_cached")
+# How backward runs (the same in the plain run): ``loss.backward()``; ``torch.autograd.grad`` over every
+# leaf (grads returned, not accumulated; written to ``.grad`` for the comparison); backward twice over a
+# retained graph (the region's saved or recomputed values read again: grads and hook records doubled);
+# double backward (``create_graph``: the recompute's own graph differentiated again, the grads' squared
+# norm backpropagated: second-order grads compared). Plain errors (an op without a double backward) must
+# be errors checkpointed too.
+BACKWARD = (None, "grad", "retain_twice", "create_graph")
+
+
+def _leaves(a_leaf: torch.Tensor, params: dict[str, torch.Tensor], mods: dict[str, torch.nn.Module]) -> list:
+    """Every leaf a program's grads are compared on (``a``, the parameters, the modules' parameters)."""
+    leaves = [a_leaf, *params.values(), *(p for m in mods.values() for p in m.parameters())]
+    return [t for t in leaves if t.requires_grad]
+
+
+def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
+    if kind is None:
+        loss.backward()
+    elif kind == "retain_twice":
+        loss.backward(retain_graph=True)
+        loss.backward()
+    elif kind in ("grad", "create_graph"):
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True, create_graph=kind == "create_graph")
+        if kind == "grad":
+            for t, g in zip(leaves, grads):
+                t.grad = g
+            return
+        norm = sum((g.float().square().sum() for g in grads if g is not None and g.requires_grad),
+                   torch.zeros((), device=loss.device))
+        if norm.requires_grad:
+            norm.backward()
+    else:
+        raise ValueError(f"backward={kind!r}: one of {BACKWARD}")
+
+
+# "autocast": the forward under ``torch.autocast(device, bfloat16)``, as mixed-precision training runs it
+# (the recompute must cast as the forward did; on XLA too).
+HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast")
 # Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
-# terms): the reference runs inside them too.
-PLAIN_CHANGING = ("parametrize_cached",)
+# terms; autocast computes in bf16): the reference runs inside them too.
+PLAIN_CHANGING = ("parametrize_cached", "autocast")
 
 
-def _hooks(kind: str) -> Any:
+def _hooks(kind: str, device: torch.device) -> Any:
+    if kind == "autocast":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     if kind == "ledger":
         return xla_ckpt.saved_activations()
     if kind == "by_reference":
@@ -857,11 +896,11 @@ class _ReplayingThread:
 
 def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verify: bool = False,
         hooks: str = "none", after: Optional[str] = None, thread: bool = False, outer: Optional[str] = None,
-        compiled: bool | str = False, quiet: bool = False) -> Outcome:
+        compiled: bool | str = False, quiet: bool = False, backward: Optional[str] = None) -> Outcome:
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
-    backward inside the dispatch mode ``outer`` (``OUTER``); ``compiled``: the call (region and all) under
+    backward inside the dispatch mode ``outer`` (``OUTER``), the way ``backward`` (``BACKWARD``) says; ``compiled``: the call (region and all) under
     ``torch.compile(backend="aot_eager")`` (or the backend it names), from a reset Dynamo (each program its
     own compile); ``quiet``:
     hooks that record nothing and no global hook, so Dynamo can trace the hooked modules too."""
@@ -893,7 +932,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
         try:
             a = a_leaf * 1.0  # a non-leaf, so fn may write to it as plain autograd allows
             version = b._version  # shared with its views: bumped by any write through b, bt or bs
-            with _hooks(hooks), (contextlib.nullcontext() if quiet else _global_hook(mods, log)):
+            with _hooks(hooks, device), (contextlib.nullcontext() if quiet else _global_hook(mods, log)):
                 call = fn if policy is None else functools.partial(xla_ckpt.checkpoint, fn, policy=policy,
                                                                    verify=verify)
                 if compiled:
@@ -914,7 +953,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                 _PHASE["backward"] = True
                 try:
                     with _outer(outer):
-                        loss.backward()
+                        _backward(backward, loss, _leaves(a_leaf, params, mods))
                 finally:
                     _PHASE["backward"] = False
             # torch_xla's seed before the sync: a sync derives the next one from the base seed alone,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import xla_ckpt
 from helpers import replay_kind
-from fuzz_programs import (AFTER, EXACT_AFTER, FRESH_KINDS, HOOKS, OUTER, PLAIN_CHANGING, Step, focused_programs,
+from fuzz_programs import (AFTER, BACKWARD, EXACT_AFTER, FRESH_KINDS, HOOKS, OUTER, PLAIN_CHANGING, Step, focused_programs,
                            has_state, policy_specs, programs, resolve, run)
 from fuzz_user_kinds import USER_KINDS
 
@@ -40,16 +40,17 @@ def fuzz(share: float = 1.0) -> settings:
 
 
 def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none",
-          after=None, thread: bool = False, outer=None) -> str:
+          after=None, thread: bool = False, outer=None, backward=None) -> str:
     """Compare one program checkpointed under ``spec`` (its forward inside ``hooks``, ``after``
     modified in place after it, another thread replaying a random region all the while if
     ``thread``, backward inside the dispatch mode ``outer``) with its plain run (backward inside
-    ``outer`` too); return the outcome kind. With hooks, the plain run inside them must equal it too."""
-    ref = run(steps, device, after=after, outer=outer, hooks=hooks if hooks in PLAIN_CHANGING else "none")
+    ``outer`` too), run as ``backward`` says (``BACKWARD``); return the outcome kind. With hooks, the plain run inside them must equal it too."""
+    ref = run(steps, device, after=after, outer=outer, hooks=hooks if hooks in PLAIN_CHANGING else "none",
+              backward=backward)
     if hooks not in ("none", *PLAIN_CHANGING):
-        _same(ref, run(steps, device, hooks=hooks, after=after, outer=outer), device,
+        _same(ref, run(steps, device, hooks=hooks, after=after, outer=outer, backward=backward), device,
               EXACT if device.type == "cpu" else tol, spec=False)
-    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread, outer=outer)
+    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread, outer=outer, backward=backward)
     return _same(ref, got, device, tol, spec=True, steps=steps, after=after)
 
 
@@ -84,19 +85,19 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
 
 @fuzz()
 @given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
-       thread=st.booleans(), outer=st.sampled_from(OUTER))
-def test_fuzz_cpu(steps, spec, hooks, after, thread, outer):
-    check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread, outer)
+       thread=st.booleans(), outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD))
+def test_fuzz_cpu(steps, spec, hooks, after, thread, outer, backward):
+    check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread, outer, backward)
 
 
 @pytest.mark.xla
 @fuzz(0.2)
 @given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans(),
-       outer=st.sampled_from(OUTER))
-def test_fuzz_xla(xla_device, steps, spec, after, direct, outer):
+       outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD), hooks=st.sampled_from(("none", "autocast")))
+def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
     with replay_kind(direct):
-        check(steps, spec, xla_device, XLA_TOL, after=after, outer=outer)
+        check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
 
 # Issue 20: a dispatch mode around backward (the XLA replay's stand-ins left functionalization under

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
-from fuzz_programs import NON_TENSOR_KINDS, KINDS, policy_specs, programs, resolve, run
+from fuzz_programs import BACKWARD, NON_TENSOR_KINDS, KINDS, policy_specs, programs, resolve, run
 from test_fuzz import _same, fuzz
 
 CPU = torch.device("cpu")
@@ -35,18 +35,20 @@ COMPILED_KINDS = tuple(k for k in KINDS if k not in NON_TENSOR_KINDS)
 INPUT_WRITERS = ("inplace_input", "alias_input", "module",
                  "inplace_last")  # through a view of the input a, which needs grad (torch < 2.15)
 INPUT_WRITE = "writes in place to an input of the compiled graph"
+# AOTAutograd compiles no double backward (``create_graph``): the plain compile fails, nothing to compare.
+COMPILED_BACKWARD = tuple(b for b in BACKWARD if b != "create_graph")
 
 
-def check_compiled(steps, spec, quiet: bool = False) -> str:
+def check_compiled(steps, spec, quiet: bool = False, backward=None) -> str:
     """Compare one compiled program, checkpointed under ``spec``, with its plain compile; the outcome kind.
 
     Where torch's own compile of the plain program differs from running it eagerly (a buffer written
     and read back in place: ``counting``), the checkpointed compile may equal the eager run instead.
     """
-    ref = run(steps, CPU, compiled=True, quiet=quiet)
+    ref = run(steps, CPU, compiled=True, quiet=quiet, backward=backward)
     if ref.error is not None:
         return "plain compile failed"
-    got = run(steps, CPU, resolve(spec), compiled=True, quiet=quiet)
+    got = run(steps, CPU, resolve(spec), compiled=True, quiet=quiet, backward=backward)
     if isinstance(got.error, xla_ckpt.CheckpointError) and INPUT_WRITE in str(got.error):
         # A region that reads an input of the graph and then writes it in place, the read recomputed.
         assert any(s.kind in INPUT_WRITERS for s in steps), got.error
@@ -54,7 +56,7 @@ def check_compiled(steps, spec, quiet: bool = False) -> str:
     try:
         return _same(ref, got, CPU, COMPILED_TOL, spec=True, steps=steps)
     except AssertionError as against_compiled:
-        eager = run(steps, CPU, quiet=quiet)
+        eager = run(steps, CPU, quiet=quiet, backward=backward)
         try:
             _same(eager, ref, CPU, COMPILED_TOL, spec=False)
         except AssertionError:  # torch's plain compile is off the eager run: ours must equal the eager one
@@ -67,11 +69,12 @@ def check_compiled(steps, spec, quiet: bool = False) -> str:
 
 
 @fuzz(0.4)
-@given(steps=programs(only=COMPILED_KINDS), spec=policy_specs(), quiet=st.booleans())
-def test_fuzz_compiled_cpu(steps, spec, quiet):
+@given(steps=programs(only=COMPILED_KINDS), spec=policy_specs(), quiet=st.booleans(),
+       backward=st.sampled_from(COMPILED_BACKWARD))
+def test_fuzz_compiled_cpu(steps, spec, quiet, backward):
     # quiet: hooks that record nothing, which Dynamo traces into the region; otherwise a hooked module's
     # records are compared, and its region runs in the eager engine (a side effect breaks the graph).
-    check_compiled(steps, spec, quiet)
+    check_compiled(steps, spec, quiet, backward)
 
 
 def test_compiled_outcomes_are_mostly_exact():
