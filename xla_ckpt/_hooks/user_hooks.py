@@ -23,8 +23,8 @@ forward but not in a recompute that calls fn again: without the library it would
 and its hooks register gradient hooks on the modules' inputs, leaf parameters included, in the middle
 of backward (``torch.autograd.grad`` then raised "A leaf node was passed to _will_engine_execute_node";
 found by the fuzz's ``BACKWARD`` axis). The recomputed ops are still counted, under the modules whose
-backward runs them, as a recorded program's are. A hook registered after the forward is not called by its replay (without the
-library it would not have run for that forward).
+backward runs them, as a recorded program's are. A hook registered after the forward is not called by
+its replay (without the library it would not have run for that forward).
 """
 
 from __future__ import annotations
@@ -48,15 +48,18 @@ _users = 0
 
 
 class Skip:
-    """A hook the recompute does not run (a ``FlopCounterMode``'s module tracker; its hooks return None)."""
+    """A hook this thread's recompute does not run (a ``FlopCounterMode``'s module tracker, whose hooks return
+    None); it runs as usual in any other thread (the global hook dictionaries are shared)."""
 
     __slots__ = ("hook",)
 
     def __init__(self, hook: Callable[..., Any]) -> None:
         self.hook = hook
 
-    def __call__(self, *args: Any) -> None:
-        return None
+    def __call__(self, *args: Any) -> Any:
+        if _saved.state.recompute is not None:
+            return None
+        return self.hook(*args)
 
 
 class Guard:

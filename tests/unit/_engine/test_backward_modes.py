@@ -238,3 +238,48 @@ def test_flop_counter_around_autograd_grad_of_a_region_that_runs_fn_again(device
         torch.testing.assert_close(g, r, **tol)
     assert flops_got > plain_flops  # the mode still counts the recomputed matmuls
     assert not original._backward_hooks  # no tracker hook left on the user's parameter
+
+
+def test_another_threads_flop_counter_keeps_its_module_tracker_during_a_replay():
+    """The tracker's hooks sit in torch's process-wide hook dictionaries: while this thread's replay calls a
+    module (its tracker hooks skipped for that call), another thread's ``FlopCounterMode`` still attributes
+    its own module's FLOPs to that module."""
+    import threading
+
+    from torch.nn.utils import parametrizations
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    lin = parametrizations.orthogonal(torch.nn.Linear(8, 8))  # its region's replay calls fn again
+    theirs = torch.nn.Linear(8, 8)
+    calls = {"n": 0}
+    ready, in_replay, counted = threading.Event(), threading.Event(), threading.Event()
+    seen: dict = {}
+
+    class Pausing(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            calls["n"] += 1
+            if calls["n"] == 2:  # the replay: let the other thread count its module now
+                in_replay.set()
+                assert counted.wait(30)
+            return lin(t)
+
+    pausing = Pausing()
+
+    def other() -> None:
+        with FlopCounterMode(display=False) as flops:  # its tracker's hooks are in the global dictionaries
+            ready.set()
+            assert in_replay.wait(30)
+            theirs(torch.randn(4, 8))
+        seen.update({k: sum(v.values()) for k, v in flops.get_flop_counts().items()})
+        counted.set()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    out = xla_ckpt.checkpoint(lambda t: pausing(t).sin(), x, policy="nothing_saveable")
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert ready.wait(30)
+    out.sum().backward()
+    thread.join()
+    assert calls["n"] == 2 and x.grad is not None
+    assert seen.get("Linear", 0) == 2 * 4 * 8 * 8, seen  # theirs, by its module name
