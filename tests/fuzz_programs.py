@@ -900,9 +900,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     """Run one program (checkpointed under ``policy``, or plainly when it is None) from fixed seeds,
     its forward inside the ``hooks`` context (``HOOKS``), then modify ``after`` (``AFTER``) in place;
     with ``thread``, another thread replays a random region all the while (``_ReplayingThread``);
-    backward inside the dispatch mode ``outer`` (``OUTER``), the way ``backward`` (``BACKWARD``) says; ``compiled``: the call (region and all) under
-    ``torch.compile(backend="aot_eager")`` (or the backend it names), from a reset Dynamo (each program its
-    own compile); ``quiet``:
+    backward inside the dispatch mode ``outer`` (``OUTER``), the way ``backward`` (``BACKWARD``) says;
+    ``compiled``: the call (region and all) under ``torch.compile(backend="aot_eager")`` (or the backend it
+    names), from a reset Dynamo (each program its own compile); ``quiet``:
     hooks that record nothing and no global hook, so Dynamo can trace the hooked modules too."""
     policy = _saving_pair(steps, policy)
     _restart_counting()

@@ -67,7 +67,8 @@ def _check_built(policy: Any, module: Optional[nn.Module]) -> None:
     """
     if not _compat.built_in_compiled_frame(policy):
         return
-    where = f" in module {type(module).__name__}" if module is not None and not _compat.built_in_compiled_frame(module) else ""
+    named = module is not None and not _compat.built_in_compiled_frame(module)
+    where = f" in module {type(module).__name__}" if named else ""
     # A VariableTracker (torch 2.15) names the class it stands for; a function made there has none.
     cls = getattr(policy, "value_type", None) if not dataclasses.is_dataclass(policy) else type(policy)
     name = f"{cls.__name__}(...)" if isinstance(cls, type) and cls is not types.FunctionType else "(a function)"
