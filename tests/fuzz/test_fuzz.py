@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import xla_ckpt
@@ -97,6 +97,9 @@ def test_fuzz_cpu(steps, spec, hooks, after, thread, outer, backward):
        outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD), hooks=st.sampled_from(("none", "autocast")))
 def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
+    # torch_xla's HLO verifier refuses the MoE scatter under bf16 autocast in the plain run too ("mixed
+    # precision is disallowed"), and the process is unusable after it ("Check failed: tensor_data").
+    assume(hooks != "autocast" or not any(s.kind == "moe" for s in steps))
     with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
