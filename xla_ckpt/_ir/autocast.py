@@ -9,9 +9,9 @@ under the caller's autocast, is a cache hit inside it).
 
 The recompute must run the same ops, so it starts at the forward's nesting count, with an empty
 cache, and leaves no cast of its own in the caller's cache (``Autocast.restored``); the cache is one per
-process, so a region that started outside any autocast leaves it alone (other threads' casts are in it). Entering
-``torch.autocast`` contexts to restore the state, as before, added to the nesting count: a weight cast
-in two blocks of ``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward
+process, so a region that started outside any autocast leaves it alone (other threads' casts are in it).
+Entering ``torch.autocast`` contexts to restore the state, as before, added to the nesting count: a
+weight cast in two blocks of ``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward
 found in the cache (made before the region) is one more op in the recompute, run outside the record
 (``ReplayMode._recast``). The forward never clears the cache itself: every use of one cached cast shares
 its autograd node, so the weight's grad is summed in the low dtype first, and a second cast would
