@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from hypothesis import strategies as st
 from torch.utils import _python_dispatch
@@ -808,16 +809,20 @@ def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
 
 
 # "autocast": the forward under ``torch.autocast(device, bfloat16)``, as mixed-precision training runs it
-# (the recompute must cast as the forward did; on XLA too).
-HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast")
+# (the recompute must cast as the forward did; on XLA too). "forward_ad": the forward inside a
+# ``forward_ad.dual_level()`` with the region input dual (a fixed tangent); the output tangents are
+# compared too (the engine raised a bare RuntimeError there; regions now run plainly, warned).
+HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad")
 # Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
-# terms; autocast computes in bf16): the reference runs inside them too.
-PLAIN_CHANGING = ("parametrize_cached", "autocast")
+# terms; autocast computes in bf16) or what it computes (tangents): the reference runs inside them too.
+PLAIN_CHANGING = ("parametrize_cached", "autocast", "forward_ad")
 
 
 def _hooks(kind: str, device: torch.device) -> Any:
     if kind == "autocast":
         return torch.autocast(device.type, dtype=torch.bfloat16)
+    if kind == "forward_ad":
+        return fwAD.dual_level()
     if kind == "ledger":
         return xla_ckpt.saved_activations()
     if kind == "by_reference":
@@ -938,7 +943,13 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                 if compiled:
                     torch._dynamo.reset()  # a program's compile must not be another's cache hit
                     call = torch.compile(call, backend=compiled if isinstance(compiled, str) else "aot_eager")
-                out = call(a, b=b, **extra)
+                if hooks == "forward_ad":  # a fixed tangent, from its own generator: the other draws stay
+                    tangent = torch.randn(N, N, generator=torch.Generator().manual_seed(11)).to(device)
+                    out = call(fwAD.make_dual(a, tangent), b=b, **extra)
+                    tangents = [fwAD.unpack_dual(t).tangent for t in torch.utils._pytree.tree_leaves(out)
+                                if isinstance(t, torch.Tensor)]
+                else:
+                    out, tangents = call(a, b=b, **extra), []
             aliased_written = uses_alias(steps) and b._version != version
             if after == "eval":
                 for m in mods.values():
@@ -968,8 +979,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     if policy is not None and not verify and not _planning(policy):
         assert _PHASE["reruns"] == 0, f"a saved custom op with a non-tensor output ran {_PHASE['reruns']}x in backward"
     # Forward values first, each output on its own (a wrong value the loss's weighted sum would hide).
-    names = [f"output {i}" for i in range(len(outs))] + names
-    values = outs + [loss.detach(), a_leaf.grad] + [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
+    names = [f"output {i}" for i in range(len(outs))] + [f"tangent of output {i}" for i in range(len(tangents))] + names
+    values = outs + tangents + [loss.detach(), a_leaf.grad]
+    values += [params[k].grad for k in ("w", "bias", "ln", "frozen")] + [b]
     # What else a user observes: each hook record (a call more or fewer changes the names), the
     # modules' parameter grads and every buffer after backward.
     names += [f"hook record {i}" for i in range(len(log))]

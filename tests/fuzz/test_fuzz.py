@@ -88,13 +88,17 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
 @given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
        thread=st.booleans(), outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD))
 def test_fuzz_cpu(steps, spec, hooks, after, thread, outer, backward):
+    # Under forward AD a region runs plainly: its draws are those of code outside any checkpoint, which
+    # a replay in another thread makes a CheckpointError there (docs/correctness.md), not this check's.
+    assume(not (thread and hooks == "forward_ad"))
     check(steps, spec, torch.device("cpu"), EXACT, hooks, after, thread, outer, backward)
 
 
 @pytest.mark.xla
 @fuzz(0.2)
 @given(steps=programs(), spec=policy_specs(), after=st.sampled_from(AFTER), direct=st.booleans(),
-       outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD), hooks=st.sampled_from(("none", "autocast")))
+       outer=st.sampled_from(OUTER), backward=st.sampled_from(BACKWARD),
+       hooks=st.sampled_from(("none", "autocast", "forward_ad")))
 def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks):
     """XLA, through both replays: the recorded program where a region allows it, and fn run again."""
     # torch_xla's HLO verifier refuses the MoE scatter under bf16 autocast in the plain run too ("mixed

@@ -41,8 +41,10 @@ def _corrected_here(x: Any) -> bool:
         return False
     if x.device.type != "xla" and not (x.is_meta and modelled_device() in ("xla", "tpu")):
         return False  # an estimate for XLA runs on meta: the corrected forward, as the real step
-    if _compat.is_compiling() or _compat.func_transform() is not None:
-        return False  # a compiled graph decides what it saves; torch.func keeps its own levels
+    if _compat.is_compiling() or _compat.func_transform() is not None or _compat.forward_ad_active():
+        # A compiled graph decides what it saves; torch.func keeps its own levels; forward AD needs a
+        # ``jvp`` the corrected Functions do not have (the stock ops compute the tangents).
+        return False
     st = _saved.state
     return st.region is None and st.recompute is None  # a region decides what it keeps, op by op
 

@@ -32,6 +32,8 @@ __all__ = [
     "preserve_version",
     "func_transform",
     "plain_under_func_transform",
+    "forward_ad_active",
+    "plain_under_forward_ad",
     "plain_with_hooks_disabled",
 ]
 
@@ -181,6 +183,44 @@ def plain_under_func_transform(name: str) -> bool:
         "checkpointed (torch.func does not support the saved-tensor hooks checkpointing rests on; torch's "
         "own checkpoint fails there). Values and gradients are those without xla_ckpt. To save memory, "
         "take gradients with loss.backward() or torch.autograd.grad outside torch.func. Said once per function."
+    ), stacklevel=3)
+    return True
+
+
+def forward_ad_active() -> bool:
+    """Whether forward-mode AD is on: a ``torch.autograd.forward_ad.dual_level()`` is open.
+
+    Dual levels are process-wide in torch (one stack in C++, mirrored by the Python module's
+    ``_current_level``, private; here in one place).
+    """
+    from torch.autograd import forward_ad  # noqa: PLC0415
+
+    return getattr(forward_ad, "_current_level", -1) >= 0
+
+
+def plain_under_forward_ad(name: str) -> bool:
+    """Whether a region entered now must run as plain PyTorch: forward-mode AD is on (``dual_level``).
+
+    Forward AD computes tangents as fn's ops run, through ops the region's mode would take for fn's
+    own (its tangent tensors have no storage of their own to key: the engine raised a bare
+    RuntimeError), and torch's own checkpoint fails there too (its ``autograd.Function`` has no
+    ``jvp``). Running the function plainly gives exactly the values, tangents and gradients it gives
+    without the library, saving nothing: warned once per function.
+
+    Args:
+        name: the checkpointed function's name, for the notice.
+
+    Example:
+        >>> if plain_under_forward_ad("Block.forward"):
+        ...     return fn(*args)
+    """
+    if not forward_ad_active():
+        return False
+    warn_once(("forward-ad", name), (
+        f"xla_ckpt: {name} runs under forward-mode AD (torch.autograd.forward_ad.dual_level): it runs as "
+        "plain PyTorch there, nothing is checkpointed (forward AD computes tangents through the ops a region "
+        "records; torch's own checkpoint fails there). Values, tangents and gradients are those without "
+        "xla_ckpt. To save memory, run the training step outside the dual level. Said once per function."
     ), stacklevel=3)
     return True
 

@@ -216,6 +216,8 @@ def checkpoint(
         return fn(*args, **kwargs)
     if _compat.plain_with_hooks_disabled(_name(fn)):  # disable_saved_tensors_hooks: the same
         return fn(*args, **kwargs)
+    if _compat.plain_under_forward_ad(_name(fn)):  # forward-mode AD (dual_level): the same
+        return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
     device = region.state.device
     try:

@@ -106,9 +106,10 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
             f"xla_ckpt.linear: expected input of rank >= 1 and a 2-D weight, got input {tuple(input.shape)} "
             f"and weight {tuple(weight.shape)}"
         )
-    if not _compat.is_compiling() and _compat.func_transform() is not None:
+    if not _compat.is_compiling() and (_compat.func_transform() is not None or _compat.forward_ad_active()):
         # torch.func needs a Function with setup_context; what autograd keeps matters not there (it
-        # holds its own levels, and no saved-tensor hooks run): the stock op, the same values.
+        # holds its own levels, and no saved-tensor hooks run): the stock op, the same values. Forward
+        # AD needs a ``jvp`` the Function does not have: the stock op computes the tangent.
         return F.linear(input, weight, bias)
     dtype = _autocast_dtype(input)
     if dtype is not None:
