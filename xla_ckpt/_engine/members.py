@@ -32,6 +32,11 @@ computed a parametrized weight once and read it from the cache after; the replay
 computed it at each read: a CheckpointError ("recomputation diverged ... ran aten.tril"), every policy on
 CPU. The region notes whether caching was on and what the cache held as it started, and its recompute
 runs with that (a copy: what the forward added is computed again, as the forward computed it).
+
+So is the default device: a forward run inside ``with torch.device(d)`` (backward outside it) made
+``torch.ones(4)`` in fn on ``d``, and fn run again made it on the CPU (a CheckpointError, "called with
+other arguments than in forward", on XLA's general replay and on every eager device). The recompute runs
+inside the device context the forward found.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize as _parametrize
 
+from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.subclass import PLAIN
 
 __all__ = ["AsFound"]
@@ -52,7 +58,8 @@ _MISSING = object()
 
 class AsFound:
     """What a region's recompute must find as its forward found it: the checkpointed module's slots (and
-    whether their leaves required grad), each module's train/eval mode, ``parametrize.cached()``'s cache.
+    whether their leaves required grad), each module's train/eval mode, ``parametrize.cached()``'s cache,
+    the default device.
 
     Args:
         module: the checkpointed module (its subtree is noted now), or None for a function region.
@@ -73,6 +80,7 @@ class AsFound:
         self.modes: dict[int, tuple[nn.Module, bool]] = {id(m): (m, m.training) for m in modules}
         # What ``parametrize.cached()``'s cache holds, if caching is on (else None).
         self.cache = dict(_parametrize._cache) if _parametrize._cache_enabled else None
+        self.device = _compat.default_device()  # None: no device context (the CPU)
 
     def module_ran(self, module: nn.Module) -> None:
         """fn calls ``module``: its first call notes its mode (a function region's modules)."""
@@ -82,8 +90,8 @@ class AsFound:
     @contextlib.contextmanager
     def restored(self) -> Iterator[None]:
         """The slots that hold another plain tensor than in the forward hold the forward's while this runs,
-        modules are in the mode the forward found them in, parametrizations cached as the forward started;
-        everything ends as it was found (also on errors)."""
+        modules are in the mode the forward found them in, parametrizations cached as the forward started,
+        factory ops on the forward's default device; everything ends as it was found (also on errors)."""
         cache = self.cache
         enabled, table = _parametrize._cache_enabled, _parametrize._cache
         # parametrize's cache is process-wide, and ``cached()`` is a counter another thread may move while
@@ -99,6 +107,8 @@ class AsFound:
         swapped: list[tuple[dict, str, Any]] = []
         flipped: list[torch.Tensor] = []
         moded: list[nn.Module] = []
+        device = contextlib.nullcontext() if _compat.default_device() == self.device else torch.device(
+            self.device if self.device is not None else "cpu")
         try:
             for m, training in self.modes.values():
                 if m.training != training:
@@ -113,7 +123,8 @@ class AsFound:
                     continue
                 swapped.append((d, name, now))
                 d[name] = t
-            yield
+            with device:
+                yield
         finally:
             for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
                 d[name] = now
