@@ -19,6 +19,7 @@ from xla_ckpt._api import scan_hf as _scan_hf
 from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
+from xla_ckpt._base.errors import refuse_torchscript
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 
@@ -146,6 +147,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
             report.nested_skipped.append(n)
             continue
         m, i = plan[n]
+        refuse_torchscript(m, f"{cfg.source}: checkpoint[{i}]: module '{n}'")
         current = None if id(m) in owned else checkpoint_policy(m)
         if current is not None and current != built[i]:
             raise ValueError(

@@ -15,6 +15,7 @@ from torch import nn
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._base import modules as _modules
+from xla_ckpt._base.errors import refuse_torchscript
 from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._engine.region import checkpoint
@@ -203,6 +204,7 @@ def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable", verify: b
         raise TypeError(f"xla_ckpt.checkpointed: verify must be True or False, got {verify!r}")
     if obj is None:
         return lambda o: checkpointed(o, policy=pol, verify=verify)
+    refuse_torchscript(obj, "xla_ckpt.checkpointed")
     if isinstance(obj, nn.Module):
         return _wrap_instance(obj, pol, verify)
     if isinstance(obj, type) and issubclass(obj, nn.Module):

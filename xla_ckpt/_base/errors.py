@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["CheckpointError", "fn_name", "recompute_mismatch_hint"]
+import torch
+
+__all__ = ["CheckpointError", "fn_name", "recompute_mismatch_hint", "refuse_torchscript"]
 
 
 class CheckpointError(RuntimeError):
@@ -47,3 +49,27 @@ def recompute_mismatch_hint(op: object = "", module: str = "") -> str:
         "xla_ckpt.checkpointed do this for a module called in train mode with grad), and do not mutate "
         "arguments inside a checkpointed function."
     )
+
+
+def refuse_torchscript(obj: Any, who: str) -> None:
+    """Raise a ``TypeError`` naming the fix when ``obj`` is TorchScript (``torch.jit.script`` / ``trace``).
+
+    TorchScript's graph executor profiles a graph's first calls and runs an optimized one after, with
+    other ops and other saved tensors: fn run again in backward was a false CheckpointError ("saved 9
+    tensors; the forward ... saved 8"), and a scripted module's ``forward`` cannot be replaced (a bare
+    AttributeError). Scripted *submodules* inside a checkpointed Python module still run.
+
+    Args:
+        obj: what was to be checkpointed.
+        who: the API called, for the message (``"xla_ckpt.checkpoint"``).
+
+    Example:
+        >>> refuse_torchscript(fn, "xla_ckpt.checkpoint")
+    """
+    if isinstance(obj, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        name = getattr(obj, "original_name", None) or getattr(obj, "name", None) or type(obj).__name__
+        raise TypeError(
+            f"{who}: '{name}' is TorchScript (torch.jit.script or torch.jit.trace): its graph executor optimizes "
+            "the graph between calls, so a recomputation would not run the forward's ops. Checkpoint the Python "
+            "module or function it was made from (torch.compile works with xla_ckpt where scripting was for speed)."
+        )

@@ -31,7 +31,7 @@ import torch
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import modules as _modules
-from xla_ckpt._base.errors import CheckpointError, fn_name as _name
+from xla_ckpt._base.errors import CheckpointError, fn_name as _name, refuse_torchscript
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile import marks as _compiled
 from xla_ckpt._engine import offload as _offload
@@ -201,6 +201,7 @@ def checkpoint(
     pol = resolve(policy)
     if not isinstance(verify, bool):
         raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
+    refuse_torchscript(fn, "xla_ckpt.checkpoint")
     if _compat.is_compiling():
         if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
             fn, kwargs = functools.partial(fn, **kwargs), {}
