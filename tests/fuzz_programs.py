@@ -65,7 +65,7 @@ FRESH_KINDS = tuple(m[0] for m in FRESH_MENU)
 # (kind, number of operands, number of variants)
 MENU: list[tuple[str, int, int]] = [
     ("linear", 1, 2), ("matmul", 2, 1), ("act", 1, 6), ("norm", 1, 1), ("softmax", 1, 1),
-    ("dropout", 1, 2), ("rand_mask", 1, 2), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
+    ("dropout", 1, 2), ("rand_mask", 1, 4), ("view", 1, 6), ("inplace_last", 0, 6), ("inplace_input", 0, 1),
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1), ("outside_view", 1, 3), ("gates", 1, 1),
 ] + FRESH_MENU
@@ -440,7 +440,11 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = (F.dropout(x[0], 0.5, training=True) if s.variant == 0 else F.rrelu(x[0], training=True)
                      if x[0].device.type != "xla" else F.leaky_relu(x[0], (1 / 8 + 1 / 3) / 2))
             elif k == "rand_mask":
-                y = x[0] * (torch.rand_like(x[0]) > 0.5) if s.variant == 0 else x[0] * torch.randn_like(x[0])
+                # 2-3: ops torch_xla runs on the CPU, drawing from torch's CPU generator, not its seed (Gamma's
+                # rsample, Poisson): the replay set the XLA seed and drew other numbers (silently wrong grads).
+                y = [lambda t: t * (torch.rand_like(t) > 0.5), lambda t: t * torch.randn_like(t),
+                     lambda t: t * torch._standard_gamma(t.detach().abs() + 0.5),
+                     lambda t: t * torch.poisson(t.detach().abs() * 2)][s.variant](x[0])
             elif k == "view":
                 y = _view(s.variant, x[0])
             elif k == "inplace_last":

@@ -207,6 +207,8 @@ class Forward:
         planner = False
         if info.mutable or written:
             decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
+        elif draw is not None and draw.lost:
+            decision = SAVE  # a draw no generator can make again (XLA's randperm): only the forward's values
         elif plans(policy):
             planner, decision = True, SAVE  # decided with the whole region at the end of forward
         else:

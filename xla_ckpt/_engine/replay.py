@@ -189,7 +189,7 @@ class ReplayMode(TorchDispatchMode):
 
     def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
         cached = self.region.cached(pos, func, rec)
-        if self.verify and (rec.draw is not None or not rec.info.random):  # a draw: from the forward's state
+        if self.verify and ((rec.draw is not None and not rec.draw.lost) or not rec.info.random):  # from the forward's state
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached

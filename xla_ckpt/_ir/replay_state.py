@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Callable, Optional
 
@@ -51,12 +52,15 @@ class Draw:
     that thread sees those numbers again. Only a per-thread ``torch.Generator`` avoids it.)
     """
 
-    __slots__ = ("source", "before", "after")
+    __slots__ = ("source", "before", "after", "lost")
 
-    def __init__(self, source: "torch.Generator | torch.device", before: Any, after: Any) -> None:
+    def __init__(self, source: "torch.Generator | torch.device", before: Any, after: Any, lost: bool = False) -> None:
         self.source = source
         self.before = before
         self.after = after
+        # No generator the library can set moved: the draw cannot be made again (the engine keeps the
+        # op's output, whatever the policy says).
+        self.lost = lost
 
     @classmethod
     def record(cls, source: "torch.Generator | torch.device", run: Callable[[], Any],
@@ -65,14 +69,31 @@ class Draw:
 
         ``quiet`` is a context manager under which reading the generator's state is not fn's op
         (the forward mode's own bookkeeping).
+
+        On XLA the op may not draw from torch_xla's seed at all: the ops torch_xla runs on the CPU
+        (``poisson``, ``_standard_gamma`` of Gamma/Beta/Dirichlet ``rsample``, ``multinomial``,
+        ``geometric_``, ``cauchy_``, ``log_normal_``) draw from torch's CPU generator, and ``randperm``'s
+        lowering from neither (two runs from the same seeds differ, without the library too). So the
+        CPU generator is read around it as well, and the draw is the generator that moved; when
+        neither or both moved it is ``lost``. (Replaying the XLA seed for a CPU draw gave other
+        numbers: Gamma's grads 4.5 off under ``nothing_saveable``, silently.)
         """
-        with _lock_for(source):
+        cpu = torch.device("cpu") if _is_xla(source) else None
+        with _lock_for(source), (_lock_for(cpu) if cpu is not None else contextlib.nullcontext()):
             with quiet():
                 before = _get(source)
+                cpu_before = _get(cpu) if cpu is not None else None
             out = run()
             with quiet():
                 after = _get(source)
-        return cls(source, before, after), out
+                cpu_after = _get(cpu) if cpu is not None else None
+        if cpu is None:
+            return cls(source, before, after), out
+        on_cpu = not _same(cpu_before, cpu_after)
+        on_xla = not _same(before, after)
+        if on_cpu and not on_xla:
+            return cls(cpu, cpu_before, cpu_after), out
+        return cls(source, before, after, lost=on_cpu == on_xla), out
 
     def replay(self, run: Callable[[], Any]) -> tuple[Any, bool]:
         """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
