@@ -15,7 +15,11 @@ each tensor tells whether it is the graph input itself or a view of one):
   no bytes; ``views_input``), and reads and writes of that clone count as the input's;
 - an op that writes a graph input is saved (``MUST_SAVE``): its outputs, the values later ops read, are
   kept, and nothing recomputes them from the written input. BatchNorm in training writes its running
-  statistics but its outputs do not depend on them (``STATISTICS_ONLY``): it stays under the policy;
+  statistics but its outputs do not depend on them (``STATISTICS_ONLY``): it stays under the policy,
+  except on XLA. There (``torch.compile(backend="openxla")``) AOTAutograd writes the statistics back in
+  its Python epilogue (``running_mean.copy_(new)``), after the forward saved them for the recomputed
+  BatchNorm: the copy moves their version, and backward raised autograd's bare "modified by an inplace
+  operation" (a Linear + BatchNorm1d region, every policy; the plain compile runs). On XLA it is saved;
 - an op the policy recomputes that read a graph input *before* the region wrote it would read the
   written value in backward: a ``CheckpointError`` names both ops (plain autograd raises on most of these
   too, where it saved the input; this covers the rest).
@@ -141,7 +145,9 @@ def _written_argument(src: Any, index: Any) -> Optional[torch.fx.Node]:
 class InputWrites:
     """One region's reads and writes of graph inputs while AOTAutograd traces it (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, statistics_recomputable: bool = True) -> None:
+        # False on XLA: a ``STATISTICS_ONLY`` op writing graph inputs is saved too (module docstring)
+        self.statistics_recomputable = statistics_recomputable
         # graph input -> the first op the policy recomputes that read it (its name and module), unwritten so far
         self.read_by_recomputed: dict[torch.fx.Node, tuple[Any, str]] = {}
 
@@ -174,7 +180,7 @@ class InputWrites:
                     "gradient. Clone the input before writing it, save that op (e.g. policies.save_ops), or "
                     "run this region outside torch.compile (the eager engine watches these writes)."
                 )
-        return bool(written) and op not in STATISTICS_ONLY
+        return bool(written) and (op not in STATISTICS_ONLY or not self.statistics_recomputable)
 
     def views_input(self, args: tuple) -> bool:
         """Whether a view op's source is AOTAutograd's clone of a graph input written in place, or a view of

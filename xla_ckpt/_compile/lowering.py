@@ -89,7 +89,8 @@ class Lowering:
         # op's. From the region's start, so the first op has its nodes too (a write to an input there).
         self.graph_len: Optional[int] = self._graph_len()
         self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
-        self.input_writes = InputWrites()  # the region's in-place writes to graph inputs (_compile.input_writes)
+        # the region's in-place writes to graph inputs (_compile.input_writes)
+        self.input_writes = InputWrites(statistics_recomputable=not on_xla)
         for sink in recorder.sinks:
             sink.append(self)
 
