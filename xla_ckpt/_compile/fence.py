@@ -170,7 +170,45 @@ def fenced(partition_fn: Callable[..., Any]) -> Callable[..., Any]:
     def partition(*args: Any, **kwargs: Any) -> Any:
         fw, bw = partition_fn(*args, **kwargs)
         fence_backward(bw)
+        separate_saved_writes(fw, kwargs.get("num_fwd_outputs"))
         return fw, bw
 
     partition._xla_ckpt_fenced = True  # type: ignore[attr-defined]
     return partition
+
+
+def separate_saved_writes(fw: GraphModule, num_fwd_outputs: Any) -> int:
+    """Save its own copy (``add(v, 0)``) of each value the forward writes to one of its inputs and also
+    saves for backward; returns the copies made.
+
+    Such a value appears twice in the forward's return: first as the new value AOTAutograd's epilogue
+    copies into the input (a buffer the region advances, ``self.n.add_(1)``; the write is saved,
+    ``_compile.input_writes``), then as a value backward reads (``1 + 0.1 * n`` recomputed from it).
+    Under ``openxla`` torch_xla's bridge then took the saved value's device data for a constant of the
+    backward graph (after the epilogue's copy it is the buffer's): backward read the first step's value at
+    every step, silently (x.grad 1.1, 1.1, 1.1 where the plain compile gives 1.1, 1.2, 1.3). ``clone`` is no
+    copy there (the same lazy IR value). The partition does not say which of the forward's first
+    ``num_fwd_outputs`` outputs are written inputs and which the user's, so every value the forward both
+    returns there and saves is copied: its bytes once more, for a graph output that backward reads too.
+    """
+    if not isinstance(num_fwd_outputs, int):
+        return 0
+    graph = fw.graph
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    outs = list(output.args[0])
+    writes = {n for n in outs[:num_fwd_outputs] if isinstance(n, Node) and n.op == "call_function"}
+    copies = 0
+    for i in range(num_fwd_outputs, len(outs)):
+        n = outs[i]
+        v = _val(n)
+        # add(v, 0) keeps every dtype but bool's (promoted to an integer): a bool value stays as it was
+        if isinstance(n, Node) and n in writes and isinstance(v, torch.Tensor) and v.dtype != torch.bool:
+            with graph.inserting_before(output):
+                outs[i] = graph.call_function(aten.add.Tensor, (n, 0))
+            outs[i].meta["val"] = v
+            copies += 1
+    if copies:
+        output.args = (tuple(outs),)
+        graph.lint()
+        fw.recompile()
+    return copies
