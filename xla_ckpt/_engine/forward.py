@@ -169,6 +169,8 @@ class Forward:
         self.own_from, self.packed_before = self.packed_before, len(self.early)
         outs, meta, only_tensors = out_scan(call.out)
         self.flow.op(reads, outs, only_tensors, info.mutable)
+        if self.made is not None:
+            self.made(outs)
         # Versions now, not when decided: an in-place op right after this one must count as a write.
         # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
         # version counter): if one is alive and its version moved, it was written in place.
@@ -268,6 +270,12 @@ class Forward:
     cache_keys: Optional[dict[Any, int]] = None
 
     # -- the device's own steps (``EagerForward``, ``XlaForward``) ---------------------------------
+    # XLA: notes the outputs of each op (``XlaForward.made``); eager needs nothing (every write is an op).
+    made: Optional[Callable[[list[torch.Tensor]], None]] = None
+
+    def ended(self) -> None:
+        """fn returned and every op is decided: what the device checks before the forward's end is built on."""
+
     def uncounted_writes(self, slots: list[int]) -> None:
         """An op wrote what these slots saved and autograd did not count it (rrelu's noise): fine on eager."""
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from xla_ckpt._base import modules as _modules
-from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._base.errors import CheckpointError, fn_name as _fn_name
+from xla_ckpt._base.xla import KEEPS_VALUE, buffer_key, ir_identity, ir_root
 from xla_ckpt._engine.direct import Recorder, direct_replay
 from xla_ckpt._engine.forward import FRESH, Forward, Slot, _Unpacks
 from xla_ckpt._engine.hook_values import HookValue
@@ -42,6 +42,58 @@ class XlaForward(Forward):
         # outside write: what user hooks returned (``hook_value``), constants fn built (``lift_fresh``).
         self.own_keys: set[Any] = set()
         self.writer: Any = None  # the OpCall of the latest op whose write is judged at the next op
+        # Each region value's lazy value when it was made (tensor, identity, position: the op's, or -1 - i
+        # for input i and its views), to find writes that bypass the dispatcher (``ended``). Held until
+        # the forward ends (as the recorder holds the outputs).
+        self.ident = ident = ir_identity()
+        self.made_ids: list[tuple[torch.Tensor, Any, int]] = [
+            (t, ident(t), -1 - i) for i, t in enumerate(state.inputs)
+            if t is not None and type(t) is torch.Tensor and t.is_xla]
+        # Buffers written through the dispatcher (the roots of their views), and whether an input was:
+        # functionalization brings a written base and its views up to date under the same XLA tensor.
+        self.written_roots: set[Any] = set()
+        self.input_written = False
+
+    def made(self, outs: list[torch.Tensor]) -> None:
+        pos = len(self.flow.deps) - 1
+        ids, ident = self.made_ids, self.ident
+        for t in outs:
+            if type(t) is torch.Tensor and t.is_xla:
+                ids.append((t, ident(t), pos))
+
+    def ended(self) -> None:
+        # torch_xla calls that write a tensor outside the dispatcher (``xm.all_reduce(reduce_type, [t])``:
+        # the list form reduces in place) change its lazy value under the same XLA tensor. The record never saw
+        # the write: a recomputed op would read the value from before it (wrong gradients, found by hand:
+        # an input's gradient off with nothing_saveable). Syncs, barriers and sharding annotations keep the value.
+        made, self.made_ids = self.made_ids, []
+        now = self.ident
+        changed = [(t, pos) for t, ident, pos in made if now(t) != ident]
+        if not changed:
+            return
+        flow = self.flow
+        read = set(flow.packed_keys)
+        for keys in flow.dep_keys:
+            read.update(keys)
+        roots = self.written_roots
+        for t, pos in changed:
+            key = buffer_key(t)
+            if (pos < 0 and self.input_written) or flow.view_root.get(key, key) in roots:
+                continue  # a write the mode saw, brought up to date by functionalization
+            node = ir_root(t)
+            if node is None or node in KEEPS_VALUE or key not in read:
+                continue  # the same value, or one nothing in the region reads or saves
+            if pos < 0:
+                what = f"input #{-1 - pos} of {_fn_name(self.state.fn)} (or a view of it)"
+            else:
+                rec = self.state.records[pos]
+                what = f"the output of {rec.op} in module '{rec.module}'"
+            raise CheckpointError(
+                f"{what} was written outside PyTorch's dispatcher ({node}) and then read or saved inside the "
+                "checkpointed function: the recomputation cannot see or repeat such a write (a torch_xla call "
+                "that writes a list of tensors in place, such as xm.all_reduce(reduce_type, [t])). Use its "
+                "functional form (t = xm.all_reduce(reduce_type, t) returns a new tensor), call it outside "
+                "the checkpointed function, or leave this module unwrapped.")
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
         if info.propagate:
@@ -54,7 +106,20 @@ class XlaForward(Forward):
     def before_writes(self, info: OpInfo, args: tuple, kwargs: dict) -> None:
         # A declared write reaches ``on_write`` as torch_xla's new value; only the undeclared ones here.
         if not info.mutable:
-            self.before_undeclared_write(written(info, args, kwargs))
+            targets = written(info, args, kwargs)
+            # torch_xla's kernel writes them under the same tensor (a batch norm's statistics, which
+            # instance_norm repeats inside the region: ``xla::moving_average``): the op replays it.
+            self._wrote(targets)
+            self.before_undeclared_write(targets)
+
+    def _wrote(self, targets: list[torch.Tensor]) -> None:
+        """An op the mode sees writes ``targets`` (``ended`` passes their changed values)."""
+        view_root = self.flow.view_root
+        for t in targets:
+            key = buffer_key(t)
+            self.written_roots.add(view_root.get(key, key))
+            if self._input_behind(key) is not None:
+                self.input_written = True
 
     def pack(self, t: torch.Tensor) -> Slot:
         # A detach makes a new functional wrapper (~10 us, ~100 per GPT step): the alias is made
@@ -99,6 +164,7 @@ class XlaForward(Forward):
                 src = flow.outside_tensor[base]
                 self.outside_write(base, lambda: src, pending=True)
         i = self._input_behind(key)
+        self._wrote([old])
         # Slots saved since the op before this one ended (its outputs, this op's inputs): judged at the next
         # op by their versions (``RegionState.settle_writes``); this op's write is reported after it ran.
         later = self.state.writing(key, self._before_write(i, key, old), input_index=i, since=self.own_from)
@@ -166,6 +232,12 @@ class XlaForward(Forward):
 
     def on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+        producer = self.flow.producer
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if type(t) is torch.Tensor and t.is_xla:
+                p = producer.get(buffer_key(t), EXTERNAL)
+                if p != EXTERNAL:  # a view of a region value (an op's output or an input: ``-1 - i``)
+                    self.made_ids.append((t, self.ident(t), p if p >= 0 else -1 - (INPUT - p)))
         if func in _LIFTS:
             # ``torch.tensor(...)`` in fn: the mode sees only the lift of a tensor made below it. Fresh,
             # nobody else holds it: fn writing it is no outside write (fn run again builds it anew).

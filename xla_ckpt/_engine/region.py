@@ -79,6 +79,7 @@ class _Region:
         fw, self.forward = self.forward, None
         assert fw is not None
         fw.flush()
+        fw.ended()
         state = self.state
         state.demote_written()  # kept outputs fn wrote to later: recomputed (op and write replay)
         if state.n_packed == 0:
