@@ -95,6 +95,12 @@ MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "b
 # fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
 # on XLA it was silently wrong grads). ``Outcome.aliased_written`` says whether the plain run wrote one.
 MENU += [("alias_input", 1, 5)]
+# XLA: ``xm.all_reduce(reduce_type, [t], scale=0.5)`` writes a value (an input or an intermediate) in place
+# outside the dispatcher (the list form tensor-parallel layers use; found by hand: the recorded program
+# recomputed the value from before it, silently wrong grads). Variant 0 reads it right after, 1 leaves it
+# to later steps. Read again, a CheckpointError naming the IR node; never read again, exact. Eager has no
+# such write: there the step reads the value only.
+MENU += [("bypass", 1, 2)]
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
 # Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
@@ -456,6 +462,12 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                  lambda: torch.view_as_complex(t.reshape(N, N // 2, 2)).mul_(1j),
                  lambda: t.unfold(1, 2, 2).add_(1.0)][s.variant]()
                 continue
+            elif k == "bypass":
+                if x[0].device.type == "xla" and x[0].is_floating_point():
+                    _reduce_in_place(x[0])
+                if s.variant == 1:
+                    continue
+                y = x[0] * 2.0
             elif k == "inplace_input":
                 b.add_(0.5)
                 continue
@@ -1030,6 +1042,33 @@ def rounding_amplified(steps: tuple[Step, ...], hooks: str) -> bool:
     equal_rows = any(s.kind == "view" and s.variant == 2 for s in steps)
     batch_norm = any(s.kind == "module" and MODULES[s.variant] in ("bn", "bn_cumulative") for s in steps)
     return bf16 and equal_rows and batch_norm
+
+
+def _reduce_in_place(t: torch.Tensor) -> None:
+    """``xm.all_reduce``'s list form on ``t``: one device, so made to run (it returns at once otherwise)."""
+    import os
+
+    import torch_xla.core.xla_model as xm
+
+    before = os.environ.get("XLA_ALWAYS_ALLREDUCE")
+    os.environ["XLA_ALWAYS_ALLREDUCE"] = "1"
+    try:
+        xm.all_reduce(xm.REDUCE_SUM, [t], scale=0.5)
+    finally:
+        if before is None:
+            del os.environ["XLA_ALWAYS_ALLREDUCE"]
+        else:
+            os.environ["XLA_ALWAYS_ALLREDUCE"] = before
+
+
+def bypassed(steps: tuple[Step, ...], error: BaseException) -> bool:
+    """The program writes outside the dispatcher (XLA) and the library said so (read again), or ``fn`` run
+    again saw one op fewer (an ``aten.scalar_tensor`` torch_xla's reduction ran in the forward only): a
+    divergence at it, or fewer ops in all when it was the forward's last."""
+    message = str(error)
+    return any(s.kind == "bypass" for s in steps) and (
+        "outside PyTorch's dispatcher" in message or "aten.scalar_tensor" in message
+        or ("recomputation ran" in message and "must run the same ops" in message))
 
 
 def has_state(steps: tuple[Step, ...]) -> bool:
