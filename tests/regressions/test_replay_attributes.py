@@ -111,3 +111,76 @@ def test_function_region_modules_too():
         return m.probs.grad, x.grad
 
     torch.testing.assert_close(run(True), run(False))
+
+
+class _Collects(nn.Module):
+    """Appends an auxiliary loss to a list the training loop sums into the loss and clears before backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.aux: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        self.aux.append(h.pow(2).mean())
+        return self.b(h.relu()).tanh()
+
+
+@pytest.mark.parametrize("policy", REPLAYED)
+def test_list_attribute_appended_once_per_step(policy):
+    """The replay appended a second aux loss after the loop had cleared the list: the next step's loss
+    summed a stale term (silently other losses and grads from step 2)."""
+    def train(policy):
+        torch.manual_seed(0)
+        m = _Collects()
+        if policy is not None:
+            xla_ckpt.checkpointed(m, policy=policy)
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
+        seen = []
+        for _ in range(2):
+            loss = m(x).sum() + sum(m.aux)
+            m.aux.clear()
+            loss.backward()
+            seen.append((loss.detach(), m.a.weight.grad.clone(), len(m.aux)))
+        return seen
+
+    torch.testing.assert_close(train(policy), train(None))
+
+
+def _halve_grad(p: torch.Tensor) -> None:
+    p.grad.mul_(0.5)
+
+
+class _ScalesItsGrad(nn.Module):
+    """Registers gradient hooks on its own parameters in forward (a per-step gradient scale)."""
+
+    def __init__(self, post: bool) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.post = post
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.post:
+            self.b.weight.register_post_accumulate_grad_hook(_halve_grad)
+        else:
+            self.a.weight.register_hook(lambda g: g * 0.5)
+        return self.b(torch.nn.functional.gelu(self.a(x))).tanh()
+
+
+@pytest.mark.parametrize("post", [False, True], ids=["register_hook", "post_accumulate"])
+@pytest.mark.parametrize("policy", [*REPLAYED, "everything_saveable"])
+def test_parameter_grad_hook_registered_in_forward_fires_once(policy, post):
+    """fn run again registered the hook on the parameter a second time: the grad scaled twice (0.25, not 0.5)."""
+    def step(policy):
+        torch.manual_seed(0)
+        m = _ScalesItsGrad(post)
+        if policy is not None:
+            xla_ckpt.checkpointed(m, policy=policy)
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3), requires_grad=True)
+        m(x).pow(2).sum().backward()
+        return x.grad, [p.grad for p in m.parameters()]
+
+    torch.testing.assert_close(step(policy), step(None))
