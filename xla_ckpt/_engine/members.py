@@ -106,6 +106,7 @@ class AsFound:
             delta = (1 if cache is not None else 0) - enabled
             _parametrize._cache_enabled += delta
             _parametrize._cache = dict(cache) if cache is not None else {}
+        attrs: list[tuple[dict, dict]] = []
         swapped: list[tuple[dict, str, Any]] = []
         flipped: list[torch.Tensor] = []
         moded: list[nn.Module] = []
@@ -125,9 +126,14 @@ class AsFound:
                     continue
                 swapped.append((d, name, now))
                 d[name] = t
+            # Each module's attributes as the replay finds them (after the flips above): fn run again assigns
+            # them again (``self.attn = probs``, ``self.calls += 1``), which plain autograd never does.
+            attrs = [(m.__dict__, dict(m.__dict__), _contents(m.__dict__)) for m, _ in self.modes.values()]
             with device:
                 yield
         finally:
+            for d, before, contents in attrs:
+                _put_back(d, before, contents)
             for d, name, now in reversed(swapped):  # reversed: a slot listed twice ends as it was found
                 d[name] = now
             for t in flipped:
@@ -139,3 +145,31 @@ class AsFound:
                 _parametrize._cache = table
                 if not _parametrize._cache_enabled:
                     table.clear()  # as ``cached()`` does when its count drops to 0 meanwhile
+
+
+def _contents(d: dict) -> dict[str, Any]:
+    """Copies of the plain lists and dicts among a module's own attributes (``self.aux_losses``), not its
+    ``_parameters`` / ``_buffers`` / hook tables, which FSDP2 and the slots above change for the replay."""
+    return {k: (list(v) if type(v) is list else dict(v)) for k, v in d.items()
+            if type(v) in (list, dict) and not k.startswith("_")}
+
+
+def _put_back(d: dict, before: dict, contents: dict[str, Any]) -> None:
+    """A module's ``__dict__`` as it was before the replay: what fn run again assigned (a tensor it stores for
+    later, a Python call counter) is the forward's again, what it added is gone, and a list or dict attribute
+    it appended to (``self.aux_losses.append(loss)``) holds what it held."""
+    for k, c in contents.items():
+        v = before[k]
+        if type(v) is list:
+            if len(v) != len(c) or any(a is not b for a, b in zip(v, c)):
+                v[:] = c
+        elif v.keys() != c.keys() or any(v[key] is not x for key, x in c.items()):
+            v.clear()
+            v.update(c)
+    if len(d) == len(before) and all(d.get(k, _MISSING) is v for k, v in before.items()):
+        return
+    for k in [k for k in d if k not in before]:
+        del d[k]
+    for k, v in before.items():
+        if d.get(k, _MISSING) is not v:
+            d[k] = v

@@ -34,8 +34,10 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Optional
 
+import torch
 from torch import nn
 from torch.nn.modules import module as _module_mod
+from torch.utils.hooks import RemovableHandle
 
 from xla_ckpt._base.modules import OWN_HOOKS
 from xla_ckpt._hooks import saved as _saved
@@ -43,6 +45,12 @@ from xla_ckpt._hooks import saved as _saved
 __all__ = ["guarding", "Guard"]
 
 _ORIGINAL_CALL = nn.Module._call_impl
+# Gradient hooks fn registers on a parameter (``self.weight.register_hook(scale)`` in a forward): the forward
+# registered them on the module's own parameter, which the replay reads again, so fn run again in backward
+# registered each a second time and it fired twice (a scaling hook scaled the grad twice: silently wrong, found
+# by hand, hunt-a). In this thread's replay they are not registered again (``_quiet``).
+_TENSOR_HOOKS = ("register_hook", "register_post_accumulate_grad_hook")
+_ORIGINAL_TENSOR_HOOKS = {name: getattr(torch.Tensor, name) for name in _TENSOR_HOOKS}
 _lock = threading.Lock()
 _users = 0
 
@@ -177,6 +185,8 @@ def guarding() -> Iterator[None]:
     with _lock:
         if _users == 0:
             nn.Module._call_impl = _call_impl  # type: ignore[method-assign]
+            for name in _TENSOR_HOOKS:
+                setattr(torch.Tensor, name, _QUIET[name])
         _users += 1
     try:
         yield
@@ -185,3 +195,22 @@ def guarding() -> Iterator[None]:
             _users -= 1
             if _users == 0:
                 nn.Module._call_impl = _ORIGINAL_CALL  # type: ignore[method-assign]
+                for name, original in _ORIGINAL_TENSOR_HOOKS.items():
+                    setattr(torch.Tensor, name, original)
+
+
+def _quiet(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.register_hook`` (or the post-accumulate one) that a replay on this thread skips for a
+    parameter: the forward registered the hook already, as the step without the library does once."""
+
+    def register(self: torch.Tensor, hook: Callable[..., Any]) -> Any:
+        if _saved.state.recompute is not None and isinstance(self, nn.Parameter):
+            return RemovableHandle(OrderedDict())  # its remove() removes nothing
+        return original(self, hook)
+
+    register.__name__ = original.__name__
+    register.__doc__ = original.__doc__
+    return register
+
+
+_QUIET = {name: _quiet(original) for name, original in _ORIGINAL_TENSOR_HOOKS.items()}
