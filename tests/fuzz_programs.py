@@ -87,9 +87,12 @@ MENU: list[tuple[str, int, int]] = [
 # "eval" switches every module to eval mode between forward and backward). "instance_norm": running
 # statistics written back through ``alias(running_mean).copy_`` (on XLA torch_xla's functional ``copy``
 # returns its argument's tensor id: the write went unnoted, a false CheckpointError at the replay).
-MENU += [("module", 1, 13)]
+# "attributes": Python-side state a forward keeps (``_Attributes``); fn run again in backward changed it a
+# second time (a later session's hunt: a counter, a stored output's retained grad, an appended list, a
+# parameter hook fired twice).
+MENU += [("module", 1, 14)]
 MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t",
-           "bw_hooked", "grad_hooked", "orthogonal", "dropped", "instance_norm")
+           "bw_hooked", "grad_hooked", "orthogonal", "dropped", "instance_norm", "attributes")
 # Region inputs that share memory (``bt = b.t()``, ``bs = b[1:3]``, passed only to programs with an
 # "alias_input" step): variants 0-1 read them (exact), 2-4 write one of them (a view of b, or b itself);
 # fn writing an input that shares memory with another is a CheckpointError naming both ("share memory";
@@ -321,6 +324,33 @@ class _BufferView(torch.nn.Module):
         return x + self.buf.t()
 
 
+class _Attributes(torch.nn.Module):
+    """Python-side state a forward keeps, as users' modules do: it counts its calls in an int, stores its
+    output with its grad retained (to plot it), appends a statistic to a list and puts a grad-scaling hook
+    on its weight. ``observed`` is what ``run`` compares after backward: all as without the library."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(N, N)
+        self.calls = 0
+        self.aux: list[torch.Tensor] = []
+        self.last: Optional[torch.Tensor] = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        out = torch.tanh(self.lin(x))
+        if out.requires_grad:
+            out.retain_grad()
+            self.lin.weight.register_hook(lambda g: g * 0.5)
+        self.last = out
+        self.aux.append(out.detach().sum())
+        return out
+
+    def observed(self) -> list[tuple[str, Optional[torch.Tensor]]]:
+        last_grad = self.last.grad if self.last is not None else None
+        return [("calls", torch.tensor(float(self.calls))), ("aux", torch.stack(self.aux)), ("last.grad", last_grad)]
+
+
 class _Orthogonal(torch.nn.Module):
     """A Linear under an orthogonal parametrization, applied twice: its weight is read twice per call."""
 
@@ -351,6 +381,7 @@ def _modules(gen: torch.Generator, device: torch.device, log: list, quiet: bool 
         "bw_hooked": torch.nn.Linear(N, N), "grad_hooked": torch.nn.Linear(N, N), "orthogonal": _Orthogonal(),
         "dropped": torch.nn.Sequential(torch.nn.Linear(N, N), torch.nn.Dropout(0.5)),
         "instance_norm": torch.nn.InstanceNorm1d(N, affine=True, track_running_stats=True),  # x: (C, L)
+        "attributes": _Attributes(),
     }
     with torch.no_grad():
         for m in mods.values():
@@ -1023,6 +1054,9 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             values.append(t)
         for n, t in (originals[k].named_buffers() if originals else ()):
             names.append(f"{k}.{n} of the model it was copied from")
+            values.append(t)
+        for n, t in (mods[k].observed() if isinstance(mods[k], _Attributes) else ()):
+            names.append(f"{k}.{n}")
             values.append(t)
     return Outcome(None, [None if v is None else v.detach().cpu() for v in values], names,
                    (torch.get_rng_state(), xla_rng), aliased_written)
