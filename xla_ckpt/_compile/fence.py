@@ -208,7 +208,7 @@ def separate_saved_writes(fw: GraphModule, num_fwd_outputs: Any) -> int:
             outs[i].meta["val"] = v
             copies += 1
     if copies:
-        output.args = (tuple(outs),)
+        output.update_arg(0, tuple(outs))
         graph.lint()
         fw.recompile()
     return copies
