@@ -10,11 +10,10 @@ import contextlib
 import functools
 import importlib.util
 import math
-import re
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable, Hashable, Iterator, Optional
+from typing import Any, Hashable, Iterator, Optional
 
 import torch
 
@@ -32,9 +31,6 @@ __all__ = [
     "advance_rng",
     "hardware_type",
     "optimization_barrier_",
-    "ir_identity",
-    "ir_root",
-    "KEEPS_VALUE",
     "place_to_host",
     "place_to_device",
     "PLACEMENT_TARGET",
@@ -204,48 +200,6 @@ def _hardware_type(device: str) -> str:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     return str(xm.xla_device_hw(device))
-
-
-# ------------------------------------------------------------------ writes that bypass the dispatcher
-
-# Root IR nodes that change a lazy tensor's IR outside the dispatcher and keep its value: the
-# annotations torch_xla attaches in place (``xs.mark_sharding``) and the barrier (``optimization_barrier_``,
-# the engine's own fence included). Anything else (``xm.all_reduce(..., [t])``'s ``cross_replica_sum``)
-# gives the tensor another value that no ATen op made.
-# A sync that ran it leaves device data (``xla::device_data``, or no IR at all): the value it had.
-KEEPS_VALUE = frozenset({"xla::custom_sharding", "xla::optimization_barrier", "xla::device_data"})
-
-
-def ir_identity() -> Callable[[torch.Tensor], Any]:
-    """The function telling what a tensor's lazy value is now (its IR node and output, or its device
-    data): cheap (about 0.4 us), no execution. Returned itself, to be called per op without a wrapper.
-
-    Any op through the dispatcher makes a new XLA tensor; a change under the same tensor is a write
-    that bypassed it (a collective on a list, a sharding annotation, a barrier, a sync that ran it).
-
-    Example:
-        >>> ident = ir_identity()
-        >>> before = ident(t); xm.all_reduce(xm.REDUCE_SUM, [t]); ident(t) != before  # on a pod
-        True
-    """
-    return _xlac()._unique_id_for_ir_and_data
-
-
-def ir_root(t: torch.Tensor) -> Optional[str]:
-    """The name of the IR node ``t``'s value comes from now (``"xla::cross_replica_sum"``), None when it
-    is device data (a sync ran it); read from torch_xla's debug text, so only where a change was seen."""
-    for line in _xlac()._get_xla_tensor_debug_info(t).splitlines():
-        line = line.strip()
-        if line.startswith("IR:"):
-            if line[3:].strip() == "None":
-                return None
-            # "IR: [] xla::cross_replica_sum, num_outputs=2, ...": the node's name after its location
-            found = _NODE.search(line)
-            return found.group(0) if found else line[3:].strip()
-    return "an unknown node"
-
-
-_NODE = re.compile(r"\b(?:xla|aten|prim)::[\w.]+")
 
 
 def optimization_barrier_(tensors: list[torch.Tensor]) -> None:

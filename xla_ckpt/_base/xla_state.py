@@ -1,22 +1,25 @@
 """torch_xla state kept outside the dispatcher, which a dispatch mode or a recorded ATen program cannot see.
 
-Two kinds matter to a region (issue 20): the functionalization wrapper that gives an XLA tensor's
-views their meaning (a dispatch mode's factory ops come back without it), and the sharding that
-``xs.mark_sharding`` attaches to a value (a recorded program that recomputes the value drops it).
+Three kinds matter to a region: the functionalization wrapper that gives an XLA tensor's views their
+meaning (a dispatch mode's factory ops come back without it), the sharding that ``xs.mark_sharding``
+attaches to a value (a recorded program that recomputes the value drops it; both issue 20), and a new
+lazy value that a torch_xla call gives a tensor in place (``xm.all_reduce``'s list form: the recorded
+program recomputes the value from before it).
 torch_xla is imported lazily, through ``_base.xla``.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any, Collection, Hashable, Optional
+from typing import Any, Callable, Collection, Hashable, Optional
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 
 __all__ = ["lift", "made_above_functionalization", "functional", "assign", "spmd", "sharding_of", "is_manual",
-           "annotate"]
+           "annotate", "ir_identity", "ir_root", "KEEPS_VALUE"]
 
 
 # --------------------------------------------------------------------------- functionalization
@@ -141,3 +144,45 @@ def is_manual(t: torch.Tensor) -> bool:
 def annotate(t: torch.Tensor, sharding: Any) -> None:
     """Attach ``sharding`` to ``t`` as ``xs.mark_sharding`` does (a custom-sharding node on a computed value)."""
     _xla._xlac()._xla_mark_sharding(t, sharding)
+
+
+# ------------------------------------------------------------------ writes that bypass the dispatcher
+
+# Root IR nodes that change a lazy tensor's IR outside the dispatcher and keep its value: the
+# annotations torch_xla attaches in place (``xs.mark_sharding``) and the barrier (``optimization_barrier_``,
+# the engine's own fence included). Anything else (``xm.all_reduce(..., [t])``'s ``cross_replica_sum``)
+# gives the tensor another value that no ATen op made.
+# A sync that ran it leaves device data (``xla::device_data``, or no IR at all): the value it had.
+KEEPS_VALUE = frozenset({"xla::custom_sharding", "xla::optimization_barrier", "xla::device_data"})
+
+
+def ir_identity() -> Callable[[torch.Tensor], Any]:
+    """The function telling what a tensor's lazy value is now (its IR node and output, or its device
+    data): cheap (about 0.4 us), no execution. Returned itself, to be called per op without a wrapper.
+
+    Any op through the dispatcher makes a new XLA tensor; a change under the same tensor is a write
+    that bypassed it (a collective on a list, a sharding annotation, a barrier, a sync that ran it).
+
+    Example:
+        >>> ident = ir_identity()
+        >>> before = ident(t); xm.all_reduce(xm.REDUCE_SUM, [t]); ident(t) != before  # on a pod
+        True
+    """
+    return _xla._xlac()._unique_id_for_ir_and_data
+
+
+def ir_root(t: torch.Tensor) -> Optional[str]:
+    """The name of the IR node ``t``'s value comes from now (``"xla::cross_replica_sum"``), None when it
+    is device data (a sync ran it); read from torch_xla's debug text, so only where a change was seen."""
+    for line in _xla._xlac()._get_xla_tensor_debug_info(t).splitlines():
+        line = line.strip()
+        if line.startswith("IR:"):
+            if line[3:].strip() == "None":
+                return None
+            # "IR: [] xla::cross_replica_sum, num_outputs=2, ...": the node's name after its location
+            found = _NODE.search(line)
+            return found.group(0) if found else line[3:].strip()
+    return "an unknown node"
+
+
+_NODE = re.compile(r"\b(?:xla|aten|prim)::[\w.]+")

@@ -15,7 +15,8 @@ import torch
 
 from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.errors import CheckpointError, fn_name as _fn_name
-from xla_ckpt._base.xla import KEEPS_VALUE, buffer_key, ir_identity, ir_root
+from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._base.xla_state import KEEPS_VALUE, ir_identity, ir_root
 from xla_ckpt._engine.direct import Recorder, direct_replay
 from xla_ckpt._engine.forward import FRESH, Forward, Slot, _Unpacks
 from xla_ckpt._engine.hook_values import HookValue
