@@ -232,13 +232,12 @@ class XlaForward(Forward):
                 self.outside_write(key, lambda: t.clone())
 
     def on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
-        producer = self.flow.producer
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if type(t) is torch.Tensor and t.is_xla:
-                p = producer.get(buffer_key(t), EXTERNAL)
-                if p != EXTERNAL:  # a view of a region value (an op's output or an input: ``-1 - i``)
-                    self.made_ids.append((t, self.ident(t), p if p >= 0 else -1 - (INPUT - p)))
+        p = self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
+        if p is not None:  # a view of a region value, noted for ``ended`` (an input's views: ``-1 - i``)
+            pos, ident = (p if p >= 0 else -1 - (INPUT - p)), self.ident
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if type(t) is torch.Tensor and t.is_xla:
+                    self.made_ids.append((t, ident(t), pos))
         if func in _LIFTS:
             # ``torch.tensor(...)`` in fn: the mode sees only the lift of a tensor made below it. Fresh,
             # nobody else holds it: fn writing it is no outside write (fn run again builds it anew).

@@ -106,7 +106,7 @@ class AsFound:
             delta = (1 if cache is not None else 0) - enabled
             _parametrize._cache_enabled += delta
             _parametrize._cache = dict(cache) if cache is not None else {}
-        attrs: list[tuple[dict, dict]] = []
+        attrs: list[tuple[dict, dict, dict]] = []
         swapped: list[tuple[dict, str, Any]] = []
         flipped: list[torch.Tensor] = []
         moded: list[nn.Module] = []

@@ -129,13 +129,14 @@ class Dataflow:
         if must_run or not outs or not only_tensors:
             self.always.append(pos)  # writes, and ops whose results go back to Python
 
-    def alias(self, args: tuple, out: Any) -> None:
-        """An XLA view op (its outputs are new buffers): they belong to their base's producer."""
+    def alias(self, args: tuple, out: Any) -> Optional[int]:
+        """An XLA view op (its outputs are new buffers): they belong to their base's producer, which is
+        returned (None: a view of a tensor from outside the region)."""
         for src in args:
             if isinstance(src, torch.Tensor):
                 break
         else:
-            return
+            return None
         base = buffer_key(src)
         p = self.producer.get(base)
         if p is None:  # a view of an outside tensor (a parameter's t_copy): remember its base buffer
@@ -146,18 +147,19 @@ class Dataflow:
             for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor):
                     self.outside_base[buffer_key(t)] = base
-            return
+            return None
         root = self.view_root.get(base, base)
         if isinstance(out, torch.Tensor):
             k = buffer_key(out)
             self.producer[k] = p
             self.view_root[k] = root
-            return
+            return p
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor):
                 k = buffer_key(t)
                 self.producer[k] = p
                 self.view_root[k] = root
+        return p
 
     def pack(self, key: Any, t: Optional[torch.Tensor] = None) -> None:
         p = self.producer.get(key, EXTERNAL)
