@@ -106,6 +106,9 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks
     # torch_xla's HLO verifier refuses the MoE scatter under bf16 autocast in the plain run too ("mixed
     # precision is disallowed"), and the process is unusable after it ("Check failed: tensor_data").
     assume(hooks != "autocast" or not any(s.kind == "moe" for s in steps))
+    # XLA:CPU has no bf16 all-reduce: the plain run of a "bypass" step under bf16 autocast fails ("AllReduce
+    # for datatype 'bf16' is not supported") and leaves the process unusable (found by the hunt profile).
+    assume(hooks != "autocast" or not any(s.kind == "bypass" for s in steps))
     with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
