@@ -867,10 +867,12 @@ def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
 # (the recompute must cast as the forward did; on XLA too). "forward_ad": the forward inside a
 # ``forward_ad.dual_level()`` with the region input dual (a fixed tangent); the output tangents are
 # compared too (the engine raised a bare RuntimeError there; regions now run plainly, warned).
-HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad")
+# "lossy_pack": the forward inside a user's ``saved_tensors_hooks`` pair that packs floating tensors as
+# bf16 (activation compression): the region's inner pair shadowed it, other grads than the plain run's.
+HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad", "lossy_pack")
 # Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
 # terms; autocast computes in bf16) or what it computes (tangents): the reference runs inside them too.
-PLAIN_CHANGING = ("parametrize_cached", "autocast", "forward_ad")
+PLAIN_CHANGING = ("parametrize_cached", "autocast", "forward_ad", "lossy_pack")
 
 
 def _hooks(kind: str, device: torch.device) -> Any:
@@ -884,7 +886,18 @@ def _hooks(kind: str, device: torch.device) -> Any:
         return xla_ckpt.weights_by_reference()
     if kind == "parametrize_cached":
         return torch.nn.utils.parametrize.cached()
+    if kind == "lossy_pack":
+        return torch.autograd.graph.saved_tensors_hooks(_bf16_pack, _bf16_unpack)
     return contextlib.nullcontext()
+
+
+def _bf16_pack(t: torch.Tensor) -> Any:
+    return (t.to(torch.bfloat16), t.dtype) if t.dtype in (torch.float32, torch.float64) else (t, None)
+
+
+def _bf16_unpack(packed: Any) -> torch.Tensor:
+    t, dtype = packed
+    return t if dtype is None else t.to(dtype)
 
 
 # A tensor the caller modifies in place between forward and backward (None: none). Plain autograd

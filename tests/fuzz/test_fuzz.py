@@ -48,6 +48,9 @@ def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks:
     run inside them must equal it too."""
     if device.type == "xla":  # not a difference of ours, but of XLA's fusion (see rounding_amplified)
         assume(not rounding_amplified(steps, hooks))
+    if hooks == "lossy_pack":  # plain autograd under a copying pair: rrelu's noise is packed before its op
+        # fills it (the plain run reads uninitialised memory), and a write after a save goes unchecked
+        assume(not any((s.kind == "dropout" and s.variant == 1) or s.kind.startswith("inplace") for s in steps))
     ref = run(steps, device, after=after, outer=outer, hooks=hooks if hooks in PLAIN_CHANGING else "none",
               backward=backward)
     if hooks not in ("none", *PLAIN_CHANGING):

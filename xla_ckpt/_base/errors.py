@@ -43,11 +43,15 @@ def recompute_mismatch_hint(op: object = "", module: str = "") -> str:
         "a buffer or attribute the module's forward updates and then reads (a call counter or a running "
         "statistic assigned with `self.buf = ...` or grown with torch.cat: the replay restores only buffers "
         "written in place), a key/value cache (Hugging Face: use_cache=True, with cache / past_key_values / "
-        "layer_past appended to once in forward and again in backward) or an argument mutated in place. Fix: "
+        "layer_past appended to once in forward and again in backward), something the forward builds on its first "
+        "call only (lazy initialisation: a register_buffer or submodule made in forward, a rotary cos/sin cache "
+        "built or grown for a longer sequence: the recompute finds it built and skips the ops) or an argument "
+        "mutated in place. Fix: "
         "update such a buffer in place (self.buf.add_(...); BatchNorm's statistics are exact) or outside the "
         "checkpointed module; call the model with use_cache=False in training (xla_ckpt.apply and "
         "xla_ckpt.checkpointed do this for a module called in train mode with grad), and do not mutate "
-        "arguments inside a checkpointed function."
+        "arguments inside a checkpointed function; build lazy state in __init__ (or to its largest size), or run one "
+        "forward under torch.no_grad() first."
     )
 
 

@@ -83,6 +83,8 @@ class AsFound:
         # What ``parametrize.cached()``'s cache holds, if caching is on (else None).
         self.cache = dict(_parametrize._cache) if _parametrize._cache_enabled else None
         self.device = _compat.default_device()  # None: no device context (the CPU)
+        # The caller's torch-function modes: autograd runs the recompute without them (named when it diverges).
+        self.function_modes = _function_modes()
 
     def module_ran(self, module: nn.Module) -> None:
         """fn calls ``module``: its first call notes its mode (a function region's modules)."""
@@ -145,6 +147,18 @@ class AsFound:
                 _parametrize._cache = table
                 if not _parametrize._cache_enabled:
                     table.clear()  # as ``cached()`` does when its count drops to 0 meanwhile
+
+
+def _function_modes() -> tuple[str, ...]:
+    """The class names of the caller's torch-function modes on this thread's stack (``TorchFunctionMode``),
+    without the device context (``with torch.device(d)``, noted above) and the library's own."""
+    if torch._C._len_torch_function_stack() == 0:  # the common case: nothing to walk
+        return ()
+    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
+    from torch.utils._device import DeviceContext  # noqa: PLC0415
+
+    return tuple(type(m).__name__ for m in _get_current_function_mode_stack()
+                 if not isinstance(m, DeviceContext) and not type(m).__module__.startswith("xla_ckpt."))
 
 
 def _contents(d: dict) -> dict[str, Any]:

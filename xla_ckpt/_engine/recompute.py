@@ -131,20 +131,19 @@ class Recomputation:
         """A user's module hook reached in the replay: not called again; what it returned in the forward.
 
         Matched to the forward's next call of the same hook on the same module (a hook removed since
-        the forward is skipped over). A hook the forward did not call here (registered after it) is not
+        the forward is skipped over), or of the same hook code where fn registers the hook anew each call. A hook the forward did not call here (registered after it) is not
         called either: without the library it would not have run for this forward at all.
         """
         results, module = self.state.hook_results, args[0] if args else None
-        for j in range(self.hooks, len(results)):
-            h, m, result = results[j]
-            if h is hook and m is module:
-                self.hooks = j + 1
-                if result is None:
-                    return None
-                start, hidden = self.state.backward.start, lambda: engine_off(self)
-                return tree_map(lambda v: v.stand_in(start, hidden, hook, module) if isinstance(v, HookValue) else v,
-                                result)
-        return None
+        j = _match(results, self.hooks, hook, module)
+        if j is None:
+            return None
+        self.hooks = j + 1
+        result = results[j][2]
+        if result is None:
+            return None
+        start, hidden = self.state.backward.start, lambda: engine_off(self)
+        return tree_map(lambda v: v.stand_in(start, hidden, hook, module) if isinstance(v, HookValue) else v, result)
 
     def module_called(self, module: Any, registered: Collection[Any]) -> None:
         """The replay calls ``module``, whose user hooks are ``registered`` now. A hook that returned new
@@ -157,7 +156,7 @@ class Recomputation:
             return
         for j in range(self.hooks, len(self.state.hook_results)):
             hook, m, result = self.state.hook_results[j]
-            if m is module and result is not None and not any(hook is h for h in registered):
+            if m is module and result is not None and not any(_same(hook, h) for h in registered):
                 self.removed = (
                     f"Likely cause: the forward hook or pre-hook {getattr(hook, '__name__', hook)!r} of module "
                     f"{type(module).__name__} returned new inputs or a new output in the checkpointed forward and "
@@ -264,3 +263,24 @@ def _barrier(tensors_: list[torch.Tensor]) -> None:
 def _flat(a: Any) -> bool:
     """A region argument that is no container: tree_map would hand it to ``start`` as it is."""
     return isinstance(a, (torch.Tensor, Absent)) or type(a) in LEAF_TYPES
+
+
+def _same(a: Any, b: Any) -> bool:
+    """One hook, or the same hook code registered anew: fn registers a hook each call (``h = self.proj.
+    register_forward_hook(lambda ...)`` ... ``h.remove()``), so its replay registers another function object."""
+    if a is b:
+        return True
+    code = getattr(a, "__code__", None)
+    return code is not None and code is getattr(b, "__code__", None)
+
+
+def _match(results: list, start: int, hook: Any, module: Any) -> Optional[int]:
+    """The forward's next result of ``hook`` on ``module`` from ``start`` (a hook removed since is skipped
+    over), else the next of a hook with its code: fn registered it anew for this call."""
+    for j in range(start, len(results)):
+        if results[j][0] is hook and results[j][1] is module:
+            return j
+    for j in range(start, len(results)):
+        if results[j][1] is module and _same(results[j][0], hook):
+            return j
+    return None

@@ -74,7 +74,8 @@ class ReplayMode(TorchDispatchMode):
             if self._recast(func, args, kwargs):
                 return func(*args, **kwargs)
             raise CheckpointError(
-                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. {hint(func, '')}"
+                f"recomputation ran more ops than the forward ({len(records)}); extra op {func}. "
+                f"{self._mode_hint()}{hint(func, '')}"
             )
         rec = records[pos]
         if rec.op != func:
@@ -82,7 +83,7 @@ class ReplayMode(TorchDispatchMode):
                 return func(*args, **kwargs)
             raise CheckpointError(
                 f"recomputation diverged at op #{pos} in module '{rec.module}': forward ran {rec.op}, "
-                f"recompute ran {func}. {self._cast_hint(func, args) or hint(func, rec.module)}"
+                f"recompute ran {func}. {self._cast_hint(func, args) or self._mode_hint() + hint(func, rec.module)}"
             )
         sig, reads = arg_scan(args, kwargs)
         bad = None if sig == rec.sig else describe_mismatch(rec.sig, sig)  # NaN == NaN there
@@ -92,7 +93,7 @@ class ReplayMode(TorchDispatchMode):
         if bad is not None:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) was called with other arguments "
-                f"than in forward ({bad}). {self._cast_hint(func, args) or hint(func, rec.module)}"
+                f"than in forward ({bad}). {self._cast_hint(func, args) or self._mode_hint() + hint(func, rec.module)}"
             )
         # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
@@ -117,6 +118,16 @@ class ReplayMode(TorchDispatchMode):
             return False
         # Not ``is_autocast_enabled``: autocast's own kernel runs with its key excluded, so it reads False here.
         return kwargs.get("dtype") == torch.get_autocast_dtype(t.device.type)
+
+    def _mode_hint(self) -> str:
+        """The caller's torch-function modes open around the forward: the recompute runs without them."""
+        modes = self.region.as_found.function_modes
+        if not modes:
+            return ""
+        return (f"Likely cause: the torch function mode {', '.join(modes)} was active around the forward; the "
+                "recompute runs in backward, where it is not (Tensor.backward() runs without the caller's function "
+                "modes), so ops it changed or added run otherwise. Fix: enter the mode inside the checkpointed "
+                "function, or call the module outside it. ")
 
     def _cast_hint(self, func: Any, args: tuple) -> str:
         """Why an unexpected cast on XLA under the caller's autocast is likely the cache's (below autograd

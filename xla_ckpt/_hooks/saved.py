@@ -9,10 +9,12 @@ works, and leaving a ``with`` block (normally or by an exception) switches exact
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any, Iterator, Optional, Protocol
 
 import torch
+import torch.utils.checkpoint
 
 from xla_ckpt._hooks.params import ParamSource, param_source
 
@@ -66,6 +68,25 @@ class _Versioned(Packed):
         return t
 
 
+class _Outer(Packed):
+    """A tensor saved inside a region under a user's ``saved_tensors_hooks`` pair opened around it.
+
+    Plain autograd would pass the tensor through that pair (``unpack(pack(t))``: ``save_on_cpu``, a
+    lossy compression); the region's own pair shadows it, so the value the region hands back at unpack
+    (kept or recomputed) is passed through the user's pair then: the same value as without the library.
+    """
+
+    __slots__ = ("inner", "hooks")
+
+    def __init__(self, inner: Any, hooks: tuple[Any, Any]) -> None:
+        self.inner = inner
+        self.hooks = hooks
+
+    def unpack(self) -> torch.Tensor:
+        pack, unpack = self.hooks
+        return unpack(pack(_unpack(self.inner)))  # (pack: identity where the user's pack ran in forward)
+
+
 class _Ledger(Protocol):
     def record(
         self,
@@ -102,6 +123,7 @@ class _State(threading.local):
         self.by_reference = 0
         self.region: Optional[_Region] = None  # a checkpoint region in its forward
         self.recompute: Optional[_Recompute] = None  # a checkpoint region replaying in backward
+        self.outer: Optional[tuple[Any, Any]] = None  # a user's saved-tensor hook pair around the region
 
 
 state = _State()
@@ -113,7 +135,10 @@ def _pack(t: torch.Tensor) -> Any:
         return st.recompute.pack(t)
     if st.region is not None:
         # The region keeps its inputs and the outputs its policy saved, and reports them itself.
-        return st.region.pack(t)
+        packed = st.region.pack(t)
+        return packed if st.outer is None else _Outer(packed, st.outer)
+    if st.outer is not None:  # a user's module hook inside a region: the user's pair, as without the library
+        return _Outer(st.outer[0](t), (lambda packed: packed, st.outer[1]))
     source = param_source(t) if (st.ledgers or st.by_reference) else None
     by_reference = bool(st.by_reference) and source is not None
     for ledger in st.ledgers:
@@ -125,6 +150,20 @@ def _unpack(packed: Any) -> torch.Tensor:
     if isinstance(packed, Packed):
         return packed.unpack()
     return packed
+
+
+# torch.utils.checkpoint's own pairs (its forward's, its recompute's) are not a value transform: a region
+# inside them keeps what it saved from them, as it always did (their pack run in backward breaks them).
+_TORCH_CHECKPOINT = frozenset({os.path.abspath(torch.utils.checkpoint.__file__), torch.utils.checkpoint.__file__})
+
+
+def _user_hooks() -> Optional[tuple[Any, Any]]:
+    """The saved-tensor hook pair a user opened around this point, if it is neither ours nor torch's checkpoint's."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if top is None or top[0] is _pack:
+        return None
+    code = getattr(top[0], "__code__", None)
+    return None if code is not None and code.co_filename in _TORCH_CHECKPOINT else (top[0], top[1])
 
 
 def hooks_for() -> contextlib.AbstractContextManager[None]:
@@ -157,12 +196,14 @@ def weights_by_reference() -> Iterator[None]:
 @contextlib.contextmanager
 def forward_of(region: _Region) -> Iterator[None]:
     """``region``'s forward runs on this thread: what autograd saves (and each tag) goes to it."""
+    outer = _user_hooks()
     with hooks_for():
         previous, state.region = state.region, region
+        previous_outer, state.outer = state.outer, outer
         try:
             yield
         finally:
-            state.region = previous
+            state.region, state.outer = previous, previous_outer
 
 
 @contextlib.contextmanager
