@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._engine import offload as _offload
+from xla_ckpt._engine import seeding as _seeding
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
@@ -205,6 +206,7 @@ class Recomputation:
                 stack.enter_context(_saved.recomputing(self))
                 stack.enter_context(user_hooks.guarding())
                 stack.enter_context(region.backward.visible())
+                stack.enter_context(_seeding.CpuRestored(region.sets_cpu_rng))  # fn's own seed (seeding.py)
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
         except CheckpointError as e:

@@ -110,6 +110,7 @@ class RegionState:
         # The checkpointed module's slots, modules' train/eval modes and parametrize.cached()'s cache as the
         # forward found them: the recompute runs with those (``members.py``: functional_call swaps its own in).
         self.as_found = AsFound(owner_module(fn))
+        self.sets_cpu_rng = False  # fn set the CPU generator itself in forward (``seeding.py``)
 
     @property
     def n_packed(self) -> int:
