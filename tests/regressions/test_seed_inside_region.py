@@ -6,6 +6,7 @@ the plain step leaves it: the replay ran fn again, fn seeded again, and each rep
 generator back to the state it found, fn's seed. Every later draw of the step (the next micro-batch's
 dropout) differed, silently, under every policy. The forward now tells whether fn moved the generator
 outside its random ops, and such a region's replay gives the caller's state back (``_engine/seeding.py``).
+A ``torch.Generator`` fn seeds and draws from was left the same way; the replay gives every one back.
 XLA's general replay runs fn again too (the CPU generator it seeds); its recorded program does not.
 """
 
@@ -36,7 +37,16 @@ def _set_state(h: torch.Tensor) -> torch.Tensor:
     return d * torch.rand(h.shape[-1]).to(h.device)
 
 
-FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"manual_seed": _seed, "set_rng_state": _set_state}
+_GEN = torch.Generator()
+
+
+def _own_generator(h: torch.Tensor) -> torch.Tensor:
+    _GEN.manual_seed(77)  # a generator of fn's own, seeded before its first draw
+    return h * torch.rand(h.shape, generator=_GEN).to(h.device)
+
+
+FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"manual_seed": _seed, "set_rng_state": _set_state,
+                                                          "own_generator": _own_generator}
 
 
 def _step(device: torch.device, body: Callable[[torch.Tensor], torch.Tensor], policy: Any) -> list[torch.Tensor]:
@@ -52,6 +62,7 @@ def _step(device: torch.device, body: Callable[[torch.Tensor], torch.Tensor], po
         return b(body(torch.tanh(a(t))))
 
     torch.manual_seed(1234)
+    _GEN.manual_seed(1)
     if device.type == "xla":
         import torch_xla
         import torch_xla.core.xla_model as xm
@@ -59,9 +70,9 @@ def _step(device: torch.device, body: Callable[[torch.Tensor], torch.Tensor], po
         torch_xla.sync()
         xm.set_rng_state(1234, device)
     out = block(x) if policy is None else xla_ckpt.checkpoint(block, x, policy=policy)
-    between = torch.rand(3)  # the caller draws between forward and backward
+    between = torch.cat([torch.rand(3), torch.rand(3, generator=_GEN)])  # the caller draws between forward and backward
     out.sum().backward()
-    after = [torch.get_rng_state(), torch.rand(4)]
+    after = [torch.get_rng_state(), torch.rand(4), _GEN.get_state()]
     if device.type == "xla":
         import torch_xla
 
@@ -75,6 +86,7 @@ def test_a_seed_fn_sets_leaves_the_cpu_stream_as_the_plain_step(device, name: st
     ref = _step(device, FNS[name], None)
     with replay_kind(device.type != "xla"):  # XLA: fn run again (its recorded program runs no Python)
         got = _step(device, FNS[name], policy)
-    names = ("out", "x.grad", "a.weight.grad", "b.weight.grad", "draw between", "CPU state after", "next draw")
+    names = ("out", "x.grad", "a.weight.grad", "b.weight.grad", "draws between", "CPU state after", "next draw",
+             "fn's generator after")
     for what, g, r in zip(names, got, ref, strict=True):
         torch.testing.assert_close(g, r, rtol=0, atol=0, msg=lambda m, what=what: f"{name}: {what}: {m}")

@@ -206,7 +206,7 @@ class Recomputation:
                 stack.enter_context(_saved.recomputing(self))
                 stack.enter_context(user_hooks.guarding())
                 stack.enter_context(region.backward.visible())
-                stack.enter_context(_seeding.CpuRestored(region.sets_cpu_rng))  # fn's own seed (seeding.py)
+                stack.enter_context(_seeding.GeneratorsRestored(region.sets_cpu_rng, region.records))  # fn's seeds
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
         except CheckpointError as e:

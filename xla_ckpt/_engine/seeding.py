@@ -9,6 +9,8 @@ differed from the plain run's; values and grads were exact). The forward tells w
 generator outside its random ops (the chain start -> each CPU draw's before/after -> end is broken);
 such a region's replay puts the CPU generator back, at its end, to the state it found at its start.
 Only then: restoring every replay would undo another thread's plain draws that land in the window.
+A ``torch.Generator`` fn seeds itself (``g.manual_seed(77)`` then ``rand(..., generator=g)``) is the
+same failure on the caller's ``g``; the replay gives back every generator fn draws from.
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["cpu_state", "moved_outside_ops", "CpuRestored"]
+from xla_ckpt._ir.replay_state import generator_lock
+
+__all__ = ["cpu_state", "moved_outside_ops", "GeneratorsRestored"]
 
 _CPU = torch.device("cpu")
 
 
 def cpu_state() -> torch.Tensor:
-    return torch.default_generator.get_state()
+    # Under the generators' lock: another thread's replay sets the generator to a forward's state for
+    # one op (under it); read mid-window, that state would be taken, and later restored, as the caller's.
+    with generator_lock(_CPU):
+        return torch.default_generator.get_state()
 
 
 def moved_outside_ops(start: torch.Tensor, records: Iterable[Any]) -> bool:
@@ -39,18 +46,28 @@ def moved_outside_ops(start: torch.Tensor, records: Iterable[Any]) -> bool:
     return not torch.equal(cpu_state(), expected)
 
 
-class CpuRestored:
-    """Around fn run again: the CPU generator as the replay found it (only for a region that sets it)."""
+class GeneratorsRestored:
+    """Around fn run again: the generators as the replay found them. The CPU one only for a region that
+    set it (``moved_outside_ops``); a ``torch.Generator`` fn draws from always (fn may seed it before its
+    first draw, which the forward cannot see without reading every generator at every region's start;
+    a generator of one's own is the documented way to be exact under threads, so no other thread's
+    draws are undone by it)."""
 
-    def __init__(self, active: bool) -> None:
-        self.active = active
-        self.state: Any = None
+    def __init__(self, sets_cpu: bool, records: Iterable[Any]) -> None:
+        gens = {id(r.draw.source): r.draw.source for r in records
+                if r.draw is not None and isinstance(r.draw.source, torch.Generator)
+                and r.draw.source is not torch.default_generator}
+        self.sources: list[torch.Generator] = ([torch.default_generator] if sets_cpu else []) + list(gens.values())
+        self.states: list[Any] = []
 
-    def __enter__(self) -> "CpuRestored":
-        if self.active:
-            self.state = cpu_state()
+    def __enter__(self) -> "GeneratorsRestored":
+        if self.sources:
+            with generator_lock(_CPU):
+                self.states = [g.get_state() for g in self.sources]
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.active:
-            torch.default_generator.set_state(self.state)
+        if self.sources:
+            with generator_lock(_CPU):
+                for g, state in zip(self.sources, self.states):
+                    g.set_state(state)
