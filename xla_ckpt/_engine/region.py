@@ -230,7 +230,7 @@ def checkpoint(
                 ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
-        region.state.sets_cpu_rng = _seeding.moved_outside_ops(cpu_rng, region.state.records)
+        region.state.note_cpu_rng(_seeding.moved_outside_ops(cpu_rng, region.state.records))
     except BaseException:
         region.abandon()
         raise

@@ -280,6 +280,10 @@ class RegionState:
             self.inputs[i] = None
             self.pristine.pop(i, None)
 
+    def note_cpu_rng(self, moved: bool) -> None:
+        """Whether fn moved the CPU generator outside its random ops in forward (``seeding.py``)."""
+        self.sets_cpu_rng = moved
+
     def settle(self, outside: Watch, host: Any) -> None:
         """The end of forward: what backward checks and reads besides the cache."""
         self.input_versions = tuple(t._version if t is not None else 0 for t in self.inputs)
