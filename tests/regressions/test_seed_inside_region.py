@@ -90,3 +90,30 @@ def test_a_seed_fn_sets_leaves_the_cpu_stream_as_the_plain_step(device, name: st
              "fn's generator after")
     for what, g, r in zip(names, got, ref, strict=True):
         torch.testing.assert_close(g, r, rtol=0, atol=0, msg=lambda m, what=what: f"{name}: {what}: {m}")
+
+
+def _xla_seed(h: torch.Tensor) -> torch.Tensor:
+    import torch_xla.core.xla_model as xm
+
+    xm.set_rng_state(5, h.device)
+    return F.dropout(h, 0.3)
+
+
+def _xla_sync(h: torch.Tensor) -> torch.Tensor:
+    import torch_xla
+
+    torch_xla.sync()  # derives the next seed from the base: a seed set too
+    return F.dropout(h, 0.3)
+
+
+@pytest.mark.parametrize("body", [_xla_seed, _xla_sync], ids=["set_rng_state", "sync"])
+def test_fn_setting_torch_xlas_seed_is_a_named_error_where_fn_runs_again(xla_device, body) -> None:
+    """XLA: the general replay cannot give torch_xla's seed back (setting it moves the base seed): the
+    caller's seed after the step differed from the plain step's, silently. Now a named error; the recorded
+    program runs no Python and is exact."""
+    ref = _step(xla_device, body, None)
+    got = _step(xla_device, body, "nothing_saveable")  # the recorded program
+    for g, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=0, atol=0)
+    with replay_kind(False), pytest.raises(xla_ckpt.CheckpointError, match=r"sets torch_xla's seed itself"):
+        _step(xla_device, body, "nothing_saveable")

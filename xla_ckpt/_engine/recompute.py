@@ -192,6 +192,12 @@ class Recomputation:
             region.outside.refresh()
             _settle_later()
             return outputs
+        if region.sets_xla_rng:
+            raise CheckpointError(
+                f"xla_ckpt: {region.name} sets torch_xla's seed itself (xm.set_rng_state, or a torch_xla.sync() / "
+                "mark_step, which derives the next seed, inside the checkpointed function): recomputing it runs the "
+                "function again, which sets the seed again in backward, and every later draw of the step would "
+                "differ from the plain step's. Set the seed or sync before or after the checkpointed call.")
         if fence is not None:
             _barrier(tensors((args, kwargs)) + [fence.zero])
         replay = self.replay = ReplayMode(region, fence, self)

@@ -19,9 +19,10 @@ from typing import Any, Iterable
 
 import torch
 
+from xla_ckpt._base import xla as _xla
 from xla_ckpt._ir.replay_state import generator_lock
 
-__all__ = ["cpu_state", "moved_outside_ops", "GeneratorsRestored"]
+__all__ = ["cpu_state", "moved_outside_ops", "xla_states", "xla_moved_outside_ops", "GeneratorsRestored"]
 
 _CPU = torch.device("cpu")
 
@@ -44,6 +45,35 @@ def moved_outside_ops(start: torch.Tensor, records: Iterable[Any]) -> bool:
             return True
         expected = draw.after
     return not torch.equal(cpu_state(), expected)
+
+
+def xla_states(inputs: Iterable[Any]) -> dict[torch.device, Any]:
+    """torch_xla's running seed of each XLA device among the region's inputs (none off XLA)."""
+    devs = dict.fromkeys(t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "xla")
+    out = {}
+    for dev in devs:
+        with generator_lock(dev):
+            out[dev] = _xla.get_rng_state(dev)
+    return out
+
+
+def xla_moved_outside_ops(start: dict[torch.device, Any], records: list[Any]) -> bool:
+    """Whether fn set torch_xla's seed itself (``xm.set_rng_state``) in the forward: the running seed moved
+    other than by the region's recorded XLA draws. fn run again would set it again in backward, and the
+    seed the caller has after the step differ (the replay raises instead; its recorded program runs no
+    Python and is exact)."""
+    for dev, expected in start.items():
+        for rec in records:
+            draw = rec.draw
+            if draw is None or draw.source != dev:
+                continue
+            if draw.before != expected:
+                return True
+            expected = draw.after
+        with generator_lock(dev):
+            if _xla.get_rng_state(dev) != expected:
+                return True
+    return False
 
 
 class GeneratorsRestored:
