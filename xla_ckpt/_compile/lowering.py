@@ -262,10 +262,15 @@ def _inference_graph() -> bool:
 
 
 def _traced(args: tuple, kwargs: dict) -> bool:
-    """Whether the op's tensors are fake (AOTAutograd tracing), not real ones at step time."""
-    from torch._subclasses.fake_tensor import is_fake  # noqa: PLC0415
+    """Whether AOTAutograd is tracing (fake tensors), not torch's SAC running at step time. A factory
+    op (``randn(shape)``, ``randperm(n)``) has no tensor to look at: the fake mode on the stack says it
+    (judged by the arguments alone, such an op was refused as if the backend were ``eager``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake  # noqa: PLC0415
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
 
-    return any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+    if any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
+        return True
+    return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
 
 
 class recorded:  # noqa: N801  (a context manager used like a function)

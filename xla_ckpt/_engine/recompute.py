@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._engine import offload as _offload
+from xla_ckpt._engine import seeding as _seeding
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
@@ -190,6 +191,12 @@ class Recomputation:
             region.outside.refresh()
             _settle_later()
             return outputs
+        if region.sets_xla_rng:
+            raise CheckpointError(
+                f"xla_ckpt: {region.name} sets torch_xla's seed itself (xm.set_rng_state, or a torch_xla.sync() / "
+                "mark_step, which derives the next seed, inside the checkpointed function): recomputing it runs the "
+                "function again, which sets the seed again in backward, and every later draw of the step would "
+                "differ from the plain step's. Set the seed or sync before or after the checkpointed call.")
         if fence is not None:
             _barrier(tensors((args, kwargs)) + [fence.zero])
         replay = self.replay = ReplayMode(region, fence, self)
@@ -204,6 +211,7 @@ class Recomputation:
                 stack.enter_context(_saved.recomputing(self))
                 stack.enter_context(user_hooks.guarding())
                 stack.enter_context(region.backward.visible())
+                stack.enter_context(_seeding.GeneratorsRestored(region.sets_cpu_rng, region.records))  # fn's seeds
                 stack.enter_context(replay)
                 region.fn(*args, **kwargs)
         except CheckpointError as e:

@@ -37,6 +37,7 @@ from xla_ckpt._compile import marks as _compiled
 from xla_ckpt._engine import offload as _offload
 from xla_ckpt._engine import recompute as _recompute
 from xla_ckpt._engine import retain as _retain
+from xla_ckpt._engine import seeding as _seeding
 from xla_ckpt._engine.device import device_for
 from xla_ckpt._engine.forward import Forward
 from xla_ckpt._engine.forward_mode import ForwardMode
@@ -222,12 +223,15 @@ def checkpoint(
         return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
     device = region.state.device
+    cpu_rng, xla_rng = _seeding.cpu_state(), _seeding.xla_states(region.state.inputs)
     try:
         assert region.forward is not None
         with _saved.forward_of(region.forward), _modules.tracking(), user_hooks.guarding(), device.trace(), \
                 ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
+        records = region.state.records
+        region.state.note_rng(_seeding.moved_outside_ops(cpu_rng, records), _seeding.xla_moved_outside_ops(xla_rng, records))
     except BaseException:
         region.abandon()
         raise

@@ -110,6 +110,8 @@ class RegionState:
         # The checkpointed module's slots, modules' train/eval modes and parametrize.cached()'s cache as the
         # forward found them: the recompute runs with those (``members.py``: functional_call swaps its own in).
         self.as_found = AsFound(owner_module(fn))
+        self.sets_cpu_rng = False  # fn set the CPU generator itself in forward (``seeding.py``)
+        self.sets_xla_rng = False  # fn set torch_xla's seed itself in forward (``seeding.py``)
 
     @property
     def n_packed(self) -> int:
@@ -278,6 +280,10 @@ class RegionState:
         for i in unread:
             self.inputs[i] = None
             self.pristine.pop(i, None)
+
+    def note_rng(self, cpu: bool, xla: bool) -> None:
+        """Whether fn moved the CPU generator, torch_xla's seed, outside its random ops in forward (``seeding.py``)."""
+        self.sets_cpu_rng, self.sets_xla_rng = cpu, xla
 
     def settle(self, outside: Watch, host: Any) -> None:
         """The end of forward: what backward checks and reads besides the cache."""

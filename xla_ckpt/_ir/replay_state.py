@@ -12,7 +12,7 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 
-__all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla"]
+__all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla", "generator_lock"]
 
 # One lock per device's generators, held around every forward random op (state before, the op,
 # state after) and every replayed one (set, run, check, restore). Without it two threads' replays
@@ -34,6 +34,9 @@ def _lock_for(source: "torch.Generator | torch.device") -> threading.RLock:
         with _LOCKS_GUARD:
             lock = _LOCKS.setdefault(key, threading.RLock())
     return lock
+
+
+generator_lock = _lock_for  # the engine's reads of a whole generator (``_engine/seeding.py``) take it too
 
 
 def devices(tensors: list[torch.Tensor]) -> list[torch.device]:
