@@ -71,7 +71,8 @@ class _Decided:
 class Lowering:
     """One checkpoint region being traced: asks the policy for each op, as the eager engine would."""
 
-    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False) -> None:
+    def __init__(self, policy: Policy, module: Optional[nn.Module], direct: bool, on_xla: bool = False,
+                 save_all: bool = False) -> None:
         self.policy = policy
         self.planner = plans(policy)
         self.on_xla = on_xla
@@ -91,6 +92,7 @@ class Lowering:
         self.deferred = Deferred()  # a forward-time error, raised as the forward exits (see _compile.deferred)
         # the region's in-place writes to graph inputs (_compile.input_writes)
         self.input_writes = InputWrites(statistics_recomputable=not on_xla)
+        self.save_all = save_all  # a user's saved-tensor pair is open around the compile (``_compile.marks``)
         for sink in recorder.sinks:
             sink.append(self)
 
@@ -169,9 +171,12 @@ class Lowering:
                 # own checkpoint too). Saved, the op just runs: the same numbers.
                 return CheckpointPolicy.MUST_SAVE
         meta = _compat.current_node_meta()
-        if op._schema.is_mutable:
-            if self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes):
-                return CheckpointPolicy.MUST_SAVE  # never recomputed from the input it wrote (_compile.input_writes)
+        mutable = op._schema.is_mutable
+        if mutable and self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes):
+            return CheckpointPolicy.MUST_SAVE  # never recomputed from the input it wrote (_compile.input_writes)
+        if self.save_all:  # unmarked for the min-cut: partitioned as the plain compile (``_compile.marks``)
+            return CheckpointPolicy.PREFER_SAVE
+        if mutable:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
         if self.planner:
             # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):

@@ -36,9 +36,11 @@ from torch.utils._pytree import tree_leaves
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
+from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile.deferred import ForwardContext
 from xla_ckpt._compile.lowering import Lowering, warn_old_torch
 from xla_ckpt._compile.prepare import prepare_this_compile
+from xla_ckpt._hooks.saved import user_hooks
 from xla_ckpt._ir.opcall import Policy
 from xla_ckpt._policy.plan import plans
 
@@ -54,7 +56,17 @@ def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False
     policy = _compat.object_by_id(policy_id)
     module = _compat.object_by_id(module_id) if module_id else None
     _check_built(policy, module)
-    lowering = Lowering(policy, module, direct, on_xla)
+    # Plain autograd passes what the compiled forward saves through a user's pair (a lossy bf16 pack,
+    # save_on_cpu); a value recomputed in backward from packed inputs would not be unpack(pack(value)):
+    # silently other grads than the plain compile (4e-3 on a bf16 pair). Unmarked, each passes the pair.
+    save_all = user_hooks(tracing=True) is not None
+    if save_all:
+        warn_once(("compiled", "user-saved-hooks"),
+                  "xla_ckpt: a torch.autograd.graph.saved_tensors_hooks pair is open around a checkpointed region "
+                  "while torch.compile traces it: the region is partitioned as the plain compile (nothing is "
+                  "recomputed from packed values), so checkpointing saves no memory in this graph. Compile without "
+                  "the pair open, or run the model uncompiled (the eager engine recomputes exactly).")
+    lowering = Lowering(policy, module, direct, on_xla, save_all)
     forward, recompute = create_selective_checkpoint_contexts(lowering.policy_fn)
     return ForwardContext(forward, lowering.deferred), recompute
 

@@ -18,7 +18,7 @@ import torch.utils.checkpoint
 
 from xla_ckpt._hooks.params import ParamSource, param_source
 
-__all__ = ["weights_by_reference", "hooks_for", "state", "Packed", "forward_of", "outside_region", "recomputing",
+__all__ = ["weights_by_reference", "hooks_for", "user_hooks", "state", "Packed", "forward_of", "outside_region", "recomputing",
            "ledger"]
 
 
@@ -157,9 +157,12 @@ def _unpack(packed: Any) -> torch.Tensor:
 _TORCH_CHECKPOINT = frozenset({os.path.abspath(torch.utils.checkpoint.__file__), torch.utils.checkpoint.__file__})
 
 
-def _user_hooks() -> Optional[tuple[Any, Any]]:
-    """The saved-tensor hook pair a user opened around this point, if it is neither ours nor torch's checkpoint's."""
-    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+def user_hooks(tracing: bool = False) -> Optional[tuple[Any, Any]]:
+    """The saved-tensor hook pair a user opened around this point, if it is neither ours nor torch's checkpoint's.
+
+    ``tracing``: also while torch.compile traces (it hides the pairs then; the compiled graph's saves meet them).
+    """
+    top = torch._C._autograd._top_saved_tensors_default_hooks(tracing)
     if top is None or top[0] is _pack:
         return None
     code = getattr(top[0], "__code__", None)
@@ -196,7 +199,7 @@ def weights_by_reference() -> Iterator[None]:
 @contextlib.contextmanager
 def forward_of(region: _Region) -> Iterator[None]:
     """``region``'s forward runs on this thread: what autograd saves (and each tag) goes to it."""
-    outer = _user_hooks()
+    outer = user_hooks()
     with hooks_for():
         previous, state.region = state.region, region
         previous_outer, state.outer = state.outer, outer
