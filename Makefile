@@ -82,8 +82,9 @@ test: $(STAMP)
 # cases, then the newest-torch tier (test-newest-all).
 # One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
 # both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
-# CI time, latest: 2,659 s (44.3 min) from a fresh clone, nothing else running: unit 5.3 min, integration
-# 24.2 min, fuzz + peers + regressions 4.3 min, the torch 2.15 tiers 3.7 + 2.4 min. Before it: 3,004 s (50.1 min);
+# CI time, latest: 2,571 s (42.9 min) from a fresh clone, nothing else running: unit 5.2 min, integration
+# 23.2 min, fuzz + peers + regressions 4.3 min, the torch 2.15 tiers 3.8 + 2.2 min. Before it: 2,659 s (44.3 min),
+# 3,004 s (50.1 min);
 # earlier: 1,773 s (29.6 min). A wave before, from a fresh
 # clone here (warm pip cache, nothing else running, load 1-2): tests/unit 4.4 min, tests/integration
 # 20.4 min, peers + regressions 1.0 min, fuzz 1.7 min, the torch 2.15 tier 2.1 min; 2,017 s (33.6 min)
