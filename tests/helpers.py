@@ -111,3 +111,18 @@ def replay_kind(direct: bool) -> Any:
     from xla_ckpt._engine.direct import general_replay
 
     return contextlib.nullcontext() if direct else general_replay()
+
+
+def counting_bf16_pair() -> tuple[Callable[[torch.Tensor], Any], Callable[[Any], torch.Tensor], list[int]]:
+    """A user's lossy saved-tensor pair (floating tensors packed as bf16) and its [pack, unpack] call counts."""
+    counts = [0, 0]
+
+    def pack(t: torch.Tensor) -> Any:
+        counts[0] += 1
+        return t.to(torch.bfloat16) if t.is_floating_point() else t
+
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        counts[1] += 1
+        return t.float() if t.dtype == torch.bfloat16 else t
+
+    return pack, unpack, counts

@@ -17,6 +17,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import xla_ckpt
+from helpers import counting_bf16_pair
 
 pytestmark = [pytest.mark.usefixtures("fresh_dynamo"), pytest.mark.filterwarnings("ignore")]
 
@@ -39,15 +40,7 @@ def _step(backend: str, preset, device=None):
     model = nn.Sequential(_Block(p), _Block(p)).to(device)
     if preset is not None:
         xla_ckpt.apply(model, preset)
-    counts = [0, 0]
-
-    def pack(t):
-        counts[0] += 1
-        return t.to(torch.bfloat16) if t.is_floating_point() else t
-
-    def unpack(t):
-        counts[1] += 1
-        return t.float() if t.dtype == torch.bfloat16 else t
+    pack, unpack, counts = counting_bf16_pair()
 
     compiled = torch.compile(model, backend=backend)
     torch.manual_seed(1)

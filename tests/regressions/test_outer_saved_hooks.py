@@ -17,21 +17,13 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import assert_same, grads_of
+from helpers import assert_same, counting_bf16_pair, grads_of
 
 POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
 
 
 def _step(model: nn.Module, x: torch.Tensor, policy, hooked_module: bool):
-    counts = [0, 0]
-
-    def pack(t):
-        counts[0] += 1
-        return t.to(torch.bfloat16) if t.is_floating_point() else t
-
-    def unpack(t):
-        counts[1] += 1
-        return t.float() if t.dtype == torch.bfloat16 else t
+    pack, unpack, counts = counting_bf16_pair()
 
     if hooked_module:  # a user's module hook inside the region: its saves go through the pair too
         model[1].register_forward_hook(lambda m, a, out: out * out.exp())
