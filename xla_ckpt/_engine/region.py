@@ -223,15 +223,15 @@ def checkpoint(
         return fn(*args, **kwargs)
     region = _Region(fn, args, kwargs, pol, verify)
     device = region.state.device
-    cpu_rng, xla_rng = _seeding.cpu_state(), _seeding.xla_states(region.state.inputs)
     try:
         assert region.forward is not None
+        rng = _seeding.rng_states(region.state.inputs)  # fn setting a seed itself is told by the chain of draws
         with _saved.forward_of(region.forward), _modules.tracking(), user_hooks.guarding(), device.trace(), \
                 ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
-        records = region.state.records
-        region.state.note_rng(_seeding.moved_outside_ops(cpu_rng, records), _seeding.xla_moved_outside_ops(xla_rng, records))
+        moved = _seeding.moved_outside_ops(rng, region.state.records)
+        region.state.note_rng(_seeding.CPU in moved, any(d.type == "xla" for d in moved))
     except BaseException:
         region.abandon()
         raise

@@ -19,61 +19,47 @@ from typing import Any, Iterable
 
 import torch
 
-from xla_ckpt._base import xla as _xla
-from xla_ckpt._ir.replay_state import generator_lock
+from xla_ckpt._ir.replay_state import generator_lock, read_state, same_state
 
-__all__ = ["cpu_state", "moved_outside_ops", "xla_states", "xla_moved_outside_ops", "GeneratorsRestored"]
+__all__ = ["CPU", "rng_states", "moved_outside_ops", "GeneratorsRestored"]
 
-_CPU = torch.device("cpu")
-
-
-def cpu_state() -> torch.Tensor:
-    # Under the generators' lock: another thread's replay sets the generator to a forward's state for
-    # one op (under it); read mid-window, that state would be taken, and later restored, as the caller's.
-    with generator_lock(_CPU):
-        return torch.default_generator.get_state()
+CPU = torch.device("cpu")
 
 
-def moved_outside_ops(start: torch.Tensor, records: Iterable[Any]) -> bool:
-    """Whether the CPU generator moved in the forward other than by the region's recorded CPU draws."""
-    expected = start
-    for rec in records:
-        draw = rec.draw
-        if draw is None or draw.source != _CPU:
-            continue
-        if not torch.equal(draw.before, expected):
-            return True
-        expected = draw.after
-    return not torch.equal(cpu_state(), expected)
+def rng_states(inputs: Iterable[Any]) -> dict[torch.device, Any]:
+    """The state of the CPU generator and torch_xla's running seed of each XLA device among ``inputs``.
+
+    Each read under its generators' lock: another thread's replay sets a generator to a forward's state
+    for one op (under it); read mid-window, that state would be taken, and later restored, as the caller's.
+    """
+    sources = [CPU, *dict.fromkeys(t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "xla")]
+    states = {}
+    for source in sources:
+        with generator_lock(source):
+            states[source] = read_state(source)
+    return states
 
 
-def xla_states(inputs: Iterable[Any]) -> dict[torch.device, Any]:
-    """torch_xla's running seed of each XLA device among the region's inputs (none off XLA)."""
-    devs = dict.fromkeys(t.device for t in inputs if isinstance(t, torch.Tensor) and t.device.type == "xla")
-    out = {}
-    for dev in devs:
-        with generator_lock(dev):
-            out[dev] = _xla.get_rng_state(dev)
-    return out
-
-
-def xla_moved_outside_ops(start: dict[torch.device, Any], records: list[Any]) -> bool:
-    """Whether fn set torch_xla's seed itself (``xm.set_rng_state``) in the forward: the running seed moved
-    other than by the region's recorded XLA draws. fn run again would set it again in backward, and the
-    seed the caller has after the step differ (the replay raises instead; its recorded program runs no
-    Python and is exact)."""
-    for dev, expected in start.items():
+def moved_outside_ops(start: dict[torch.device, Any], records: Iterable[Any]) -> set[torch.device]:
+    """The sources of ``start`` fn moved in the forward other than by the region's recorded draws (the chain
+    start -> each draw's before / after -> now is broken): a seed fn set itself. On XLA fn run again would set
+    it again in backward (the replay raises; the recorded program runs no Python and is exact)."""
+    records = list(records)
+    moved = set()
+    for source, expected in start.items():
         for rec in records:
             draw = rec.draw
-            if draw is None or draw.source != dev:
+            if draw is None or draw.source != source:
                 continue
-            if draw.before != expected:
-                return True
+            if not same_state(draw.before, expected):
+                moved.add(source)
+                break
             expected = draw.after
-        with generator_lock(dev):
-            if _xla.get_rng_state(dev) != expected:
-                return True
-    return False
+        else:
+            with generator_lock(source):
+                if not same_state(read_state(source), expected):
+                    moved.add(source)
+    return moved
 
 
 class GeneratorsRestored:
@@ -92,12 +78,12 @@ class GeneratorsRestored:
 
     def __enter__(self) -> "GeneratorsRestored":
         if self.sources:
-            with generator_lock(_CPU):
+            with generator_lock(CPU):
                 self.states = [g.get_state() for g in self.sources]
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.sources:
-            with generator_lock(_CPU):
+            with generator_lock(CPU):
                 for g, state in zip(self.sources, self.states):
                     g.set_state(state)

@@ -12,7 +12,8 @@ from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
 
-__all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla", "generator_lock"]
+__all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla", "generator_lock", "read_state",
+           "same_state"]
 
 # One lock per device's generators, held around every forward random op (state before, the op,
 # state after) and every replayed one (set, run, check, restore). Without it two threads' replays
@@ -147,6 +148,9 @@ def _set(source: "torch.Generator | torch.device", state: Any) -> None:
 
 def _same(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else a == b
+
+
+read_state, same_state = _get, _same  # for ``_engine/seeding.py``: one way to read and compare a generator
 
 
 def _is_xla(source: "torch.Generator | torch.device") -> bool:
