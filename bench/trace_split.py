@@ -8,6 +8,9 @@ Default GPT (``xla_ckpt.models.GPTConfig()``, batch 8) on XLA, host time only (s
 - ``floor``: ``none``, the same blocks each under an empty ``TorchDispatchMode`` (the per-op floor of
   a dispatch-mode engine), and the presets, interleaved (``--rounds`` rounds, order reversed every
   other round), as per-round ratios to ``none``.
+- ``--captured``: the floor also times the design that leaves the per-op mode (issue 31): the GPT
+  captured by ``torch.compile`` with a backend that only traces (AOTAutograd, no-op compilers, the
+  library's fenced min-cut), so the captured forward and backward graphs still run lazily op by op.
 
 Used for docs/benchmarks.md ("Where a lazy step's host time goes"); not part of ``make bench``.
 
@@ -51,6 +54,18 @@ def _under_empty_mode(model: GPT) -> GPT:
     return model
 
 
+def _lazy_backend() -> Any:
+    """A ``torch.compile`` backend that captures but compiles nothing: its graphs run lazily, op by op."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch import partitioners
+
+    def partition(*a: Any, **k: Any) -> Any:  # looked up per compile: the library fences it for XLA regions
+        return partitioners.min_cut_rematerialization_partition(*a, **k)
+
+    return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=partition)
+
+
 def _timed(acc: dict[str, float], name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     def g(*a: Any, **k: Any) -> Any:
         t0 = time.perf_counter()
@@ -65,6 +80,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--captured", action="store_true", help="also time none and the presets captured by Dynamo")
     a = p.parse_args()
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -74,10 +90,10 @@ def main() -> None:
     base = GPT(GPTConfig())
     idx = torch.randint(0, GPTConfig().vocab_size, (8, GPTConfig().seq_len)).to(dev)
 
-    def step(m: GPT) -> tuple[float, float]:
+    def step(m: GPT, run: Callable[..., Any] | None = None) -> tuple[float, float]:
         t0 = time.perf_counter()
         m.zero_grad(set_to_none=True)
-        loss = m(idx, idx)
+        loss = (run or m)(idx, idx)
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
@@ -89,9 +105,17 @@ def main() -> None:
     for v in PRESETS:
         models[v] = copy.deepcopy(base).to(dev)
         xla_ckpt.apply(models[v], v)
-    for m in models.values():
+    runs: dict[str, Callable[..., Any]] = {}
+    if a.captured:
+        for v in ("none", *PRESETS):
+            m = copy.deepcopy(base).to(dev)
+            if v != "none":
+                xla_ckpt.apply(m, v)
+            models["captured:" + v] = m
+            runs["captured:" + v] = torch.compile(m, backend=_lazy_backend())
+    for n, m in models.items():
         for _ in range(3):
-            step(m)
+            step(m, runs.get(n, m))
 
     # split: the engine's own steps, timed in place (restored afterwards)
     acc: dict[str, float] = {}
@@ -119,7 +143,7 @@ def main() -> None:
     for r in range(a.rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
             gc.collect()
-            host[n].append(sum(step(models[n])))
+            host[n].append(sum(step(models[n], runs.get(n))))
     print(f"\n{'variant':20s} {'host ms':>8s}  x none [p25, p75]   (load {os.getloadavg()[0]:.1f})")
     for n in names:
         r = sorted(x / y for x, y in zip(host[n], host["none"]))
