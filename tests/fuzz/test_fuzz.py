@@ -114,6 +114,11 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks
     # XLA:CPU has no bf16 all-reduce: the plain run of a "bypass" step under bf16 autocast fails ("AllReduce
     # for datatype 'bf16' is not supported") and leaves the process unusable (found by the hunt profile).
     assume(hooks != "autocast" or not any(s.kind == "bypass" for s in steps))
+    # torch_xla 2.9 cannot lower a slice or select assignment from a dual tensor into a fresh one under
+    # forward AD (``t[1:3] = dual``: "aten::as_strided ... Check failed: storage_offset + slice_size <=
+    # input_element_count (16 vs. 0)"), without the library too, and the process is unusable after it
+    # (found by the hunt profile).
+    assume(hooks != "forward_ad" or not any(s.kind == "index_put_fresh" and s.variant >= 2 for s in steps))
     with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
