@@ -134,9 +134,18 @@ def _undrawn(region: RegionState, pos: int) -> bool:
 
 
 def _dead_after_undrawn(region: RegionState, flow: Dataflow, lv: Any) -> None:
-    """XLA: the recomputed positions that read a dropped random op's output (through others) are dead."""
+    """XLA: the recomputed positions that read a dropped random op's output (through others) are dead.
+
+    So is a recomputed random op nothing backward needs: the general replay runs it from its forward
+    state without checking where its draw ends (a draw whose count depends on its inputs, the rejection
+    sampling of ``_standard_gamma`` on torch's CPU generator, reads stand-ins of the inputs the region
+    let go: a false CheckpointError before, found by the fuzz).
+    """
     records = region.records
-    dead = {p for p, rec in enumerate(records) if not rec.live}  # on XLA: dropped random ops only
+    for p, rec in enumerate(records):
+        if rec.live and rec.draw is not None and p not in lv.live and p not in lv.cached:
+            region.dead(p)
+    dead = {p for p, rec in enumerate(records) if not rec.live}  # dropped or unneeded random ops
     if not dead:
         return
     for p in range(min(dead) + 1, len(records)):
