@@ -51,7 +51,7 @@ def _corrected_here(x: Any) -> bool:
         return False  # a region decides what it keeps, op by op
     # A user's saved-tensor pair (a lossy bf16 pack, save_on_cpu) transforms what autograd keeps: the stock
     # op must keep what it keeps there (the corrected layer norm re-derived x_hat from the packed input).
-    return _saved.user_hooks() is None
+    return _saved.user_pair() is None
 
 
 class _OutsideForward(InstanceForward):
