@@ -32,7 +32,7 @@ import itertools
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -869,10 +869,21 @@ def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
 # compared too (the engine raised a bare RuntimeError there; regions now run plainly, warned).
 # "lossy_pack": the forward inside a user's ``saved_tensors_hooks`` pair that packs floating tensors as
 # bf16 (activation compression): the region's inner pair shadowed it, other grads than the plain run's.
-HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad", "lossy_pack")
+# "lossy_by_reference": ``weights_by_reference()`` inside that pair (``fsdp_xla``'s step under it); the
+# reference runs inside the pair only (the by-reference pair shadowed the user's: other grads, a later hunt).
+HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad", "lossy_pack",
+         "lossy_by_reference")
 # Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
-# terms; autocast computes in bf16) or what it computes (tangents): the reference runs inside them too.
-PLAIN_CHANGING = ("parametrize_cached", "autocast", "forward_ad", "lossy_pack")
+# terms; autocast computes in bf16) or what it computes (tangents): the reference runs inside them too
+# (inside ``PLAIN_OF``'s context where one is named).
+PLAIN_CHANGING = ("parametrize_cached", "autocast", "forward_ad", "lossy_pack", "lossy_by_reference")
+PLAIN_OF = {"lossy_by_reference": "lossy_pack"}
+
+
+@contextlib.contextmanager
+def _lossy_by_reference() -> Iterator[None]:
+    with torch.autograd.graph.saved_tensors_hooks(_bf16_pack, _bf16_unpack), xla_ckpt.weights_by_reference():
+        yield
 
 
 def _hooks(kind: str, device: torch.device) -> Any:
@@ -888,6 +899,8 @@ def _hooks(kind: str, device: torch.device) -> Any:
         return torch.nn.utils.parametrize.cached()
     if kind == "lossy_pack":
         return torch.autograd.graph.saved_tensors_hooks(_bf16_pack, _bf16_unpack)
+    if kind == "lossy_by_reference":
+        return _lossy_by_reference()
     return contextlib.nullcontext()
 
 

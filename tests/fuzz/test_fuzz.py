@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import xla_ckpt
 from helpers import replay_kind
-from fuzz_programs import (AFTER, BACKWARD, EXACT_AFTER, FRESH_KINDS, HOOKS, OUTER, PLAIN_CHANGING, Step,
+from fuzz_programs import (AFTER, BACKWARD, EXACT_AFTER, FRESH_KINDS, HOOKS, OUTER, PLAIN_CHANGING, PLAIN_OF, Step,
                            bypassed, focused_programs, has_state, policy_specs, programs, resolve, rounding_amplified, run)
 from fuzz_user_kinds import USER_KINDS
 
@@ -48,10 +48,10 @@ def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks:
     run inside them must equal it too."""
     if device.type == "xla":  # not a difference of ours, but of XLA's fusion (see rounding_amplified)
         assume(not rounding_amplified(steps, hooks))
-    if hooks == "lossy_pack":  # plain autograd under a copying pair: rrelu's noise is packed before its op
+    if hooks.startswith("lossy"):  # plain autograd under a copying pair: rrelu's noise is packed before its op
         # fills it (the plain run reads uninitialised memory), and a write after a save goes unchecked
         assume(not any((s.kind == "dropout" and s.variant == 1) or s.kind.startswith("inplace") for s in steps))
-    ref = run(steps, device, after=after, outer=outer, hooks=hooks if hooks in PLAIN_CHANGING else "none",
+    ref = run(steps, device, after=after, outer=outer, hooks=PLAIN_OF.get(hooks, hooks if hooks in PLAIN_CHANGING else "none"),
               backward=backward)
     if hooks not in ("none", *PLAIN_CHANGING):
         _same(ref, run(steps, device, hooks=hooks, after=after, outer=outer, backward=backward), device,

@@ -9,7 +9,8 @@ a final norm, an embedding projection) run as stock PyTorch/XLA, which keeps mor
   ``x_hat`` (:mod:`xla_ckpt._hooks.layer_norm`); the corrected layer norm keeps the input.
 
 Both give the stock values and gradients (the same operations). Off XLA, under ``torch.compile``,
-``torch.func``, autocast (layer norm only) and inside a checkpoint region, the stock forward runs.
+``torch.func``, autocast (layer norm only), inside a checkpoint region and under a user's saved-tensor
+hook pair (which transforms what autograd keeps: a lossy pair gave other grads), the stock forward runs.
 Issue 31: the default GPT under ``full`` kept 3 MiB more on XLA than on CPU, all of it here.
 The patch is an instance-level ``forward`` as :func:`xla_ckpt.patch_linear`'s (``state_dict``, ``repr``
 and pickling unchanged); subclasses with a ``forward`` of their own are left alone.
@@ -46,7 +47,11 @@ def _corrected_here(x: Any) -> bool:
         # ``jvp`` the corrected Functions do not have (the stock ops compute the tangents).
         return False
     st = _saved.state
-    return st.region is None and st.recompute is None  # a region decides what it keeps, op by op
+    if st.region is not None or st.recompute is not None:
+        return False  # a region decides what it keeps, op by op
+    # A user's saved-tensor pair (a lossy bf16 pack, save_on_cpu) transforms what autograd keeps: the stock
+    # op must keep what it keeps there (the corrected layer norm re-derived x_hat from the packed input).
+    return _saved.user_pair() is None
 
 
 class _OutsideForward(InstanceForward):

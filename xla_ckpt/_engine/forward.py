@@ -17,6 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from xla_ckpt._base.xla import buffer_key
+from xla_ckpt._engine import seeding as _seeding
 from xla_ckpt._engine.direct import Recorder
 from xla_ckpt._engine.hook_values import HookValue, hook_writes
 from xla_ckpt._engine.state import RegionState
@@ -242,7 +243,9 @@ class Forward:
         """
         with _saved.outside_region(), engine_off(self):
             before = [(t, t._version) for t in tensors(args[1:])]
+            rng = _seeding.rng_states(self.state.inputs)  # a hook's draws are no seed fn sets (``seeding``)
             result = hook(*args)
+            self.state.hook_drew(_seeding.hook_draws(rng, len(self.state.records)))
             written = [t for t, v in before if t._version != v]
             if written:
                 result = hook_writes(hook, args, result, written, forward)

@@ -230,7 +230,7 @@ def checkpoint(
                 ForwardMode(region.forward):
             out = fn(*args, **kwargs)
         region.end_forward(tensors(out))  # outside the mode: its own detach() calls are not the function's ops
-        moved = _seeding.moved_outside_ops(rng, region.state.records)
+        moved = _seeding.moved_outside_ops(rng, region.state.records, region.state.hook_rng)
         region.state.note_rng(_seeding.CPU in moved, any(d.type == "xla" for d in moved))
     except BaseException:
         region.abandon()

@@ -15,13 +15,13 @@ same failure on the caller's ``g``; the replay gives back every generator fn dra
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import torch
 
 from xla_ckpt._ir.replay_state import generator_lock, read_state, same_state
 
-__all__ = ["CPU", "rng_states", "moved_outside_ops", "GeneratorsRestored"]
+__all__ = ["CPU", "rng_states", "hook_draws", "moved_outside_ops", "GeneratorsRestored"]
 
 CPU = torch.device("cpu")
 
@@ -40,11 +40,56 @@ def rng_states(inputs: Iterable[Any]) -> dict[torch.device, Any]:
     return states
 
 
-def moved_outside_ops(start: dict[torch.device, Any], records: Iterable[Any]) -> set[torch.device]:
-    """The sources of ``start`` fn moved in the forward other than by the region's recorded draws (the chain
-    start -> each draw's before / after -> now is broken): a seed fn set itself. On XLA fn run again would set
-    it again in backward (the replay raises; the recorded program runs no Python and is exact)."""
+class _Moved(NamedTuple):
+    """A user module hook's draws in the forward, one link of the chain as a recorded draw is."""
+
+    source: torch.device
+    before: Any
+    after: Any
+
+
+class _HookLink(NamedTuple):
+    draw: _Moved
+
+
+def hook_draws(before: dict[torch.device, Any], at: int) -> list[tuple[int, _Moved]]:
+    """The sources a user hook moved (``before``: :func:`rng_states` as it started; ``at``: how many ops the
+    region had recorded). The hook runs once, in the forward (``_hooks/user_hooks.py``): its draws are no seed
+    fn sets, and the replay, which does not call it, draws nothing of them again. Counted as a break of the
+    chain, a hook applying dropout made XLA's general replay raise that fn sets torch_xla's seed itself."""
+    moved = []
+    for source, state in before.items():
+        with generator_lock(source):
+            now = read_state(source)
+        if not same_state(now, state):
+            moved.append((at, _Moved(source, state, now)))
+    return moved
+
+
+def _linked(records: list[Any], links: list[tuple[int, _Moved]]) -> list[Any]:
+    """``records`` with each hook's draws in its place (a hook run after ``at`` records comes before record ``at``)."""
+    out: list[Any] = []
+    pending = sorted(links, key=lambda link: link[0])
+    j = 0
+    for i, rec in enumerate(records):
+        while j < len(pending) and pending[j][0] <= i:
+            out.append(_HookLink(pending[j][1]))
+            j += 1
+        out.append(rec)
+    out.extend(_HookLink(m) for _, m in pending[j:])
+    return out
+
+
+def moved_outside_ops(start: dict[torch.device, Any], records: Iterable[Any],
+                      links: Iterable[tuple[int, Any]] = ()) -> set[torch.device]:
+    """The sources of ``start`` fn moved in the forward other than by the region's recorded draws and its user
+    hooks' draws (``links``, :func:`hook_draws`): the chain start -> each draw's before / after -> now is
+    broken: a seed fn set itself. On XLA fn run again would set it again in backward (the replay raises; the
+    recorded program runs no Python and is exact)."""
     records = list(records)
+    links = list(links)
+    if links:
+        records = _linked(records, links)
     moved = set()
     for source, expected in start.items():
         for rec in records:

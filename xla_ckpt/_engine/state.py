@@ -102,6 +102,7 @@ class RegionState:
         # What each user module hook returned in the forward, in call order: the replay hands these
         # out instead of calling the hooks again (``_hooks.user_hooks``).
         self.hook_results: list[tuple[Any, Any, Any]] = []
+        self.hook_rng: list[tuple[int, Any]] = []  # what user hooks drew in forward, where (``seeding.hook_draws``)
         self.hook_written: set[int] = set()  # positions whose output a user hook wrote in place (eager)
         # Tensors from outside the region that fn writes in place (a norm's running statistics, a
         # counter): buffer -> (the tensor, its value before fn's first write). The replay runs from
@@ -254,6 +255,10 @@ class RegionState:
         # Tensors in it are ``HookValue``s (``hook_values``): the replay's stand-ins need grad as the forward's
         # did, so its ops save for backward what the forward's saved.
         self.hook_results.append((hook, module, result))
+
+    def hook_drew(self, links: list[tuple[int, Any]]) -> None:
+        """A user hook moved generators in the forward (``seeding.hook_draws``): links of the chain of draws."""
+        self.hook_rng.extend(links)
 
     def hook_wrote(self, pos: int) -> None:
         """A user hook wrote position ``pos``'s output in place: its value is the hook's, not the op's."""
