@@ -163,16 +163,24 @@ class Recorder:
         views = self.views
         for p, call in enumerate(self.calls):
             while vi < len(views) and views[vi][0] <= p:
-                self._add_view(vi, value_of)
+                if not self._add_view(vi, value_of):
+                    return None
                 vi += 1
             for j, t in enumerate(tensors(call.out)):
                 k = buffer_key(t)
+                if k[0] != "xla":
+                    # A value on another device (``torch.arange(n).reshape(...).to(xla)``): its views share
+                    # its buffer's key, so a reference could not tell the view from its base (the program
+                    # fed the un-reshaped tensor on: wrong grads, silently, found by the fuzz's hunt).
+                    self.refuse(f"{call.op} computes on {t.device} inside the region")
+                    return None
                 if k in dep_keys[p]:
                     self.refuse(f"{call.op} returns one of its arguments")  # not functional
                     return None
                 value_of[k] = ("out", p, j)
         while vi < len(views):
-            self._add_view(vi, value_of)
+            if not self._add_view(vi, value_of):
+                return None
             vi += 1
 
         consts: list[torch.Tensor] = []
@@ -289,17 +297,17 @@ class Recorder:
             return call.op, call.args, call.kwargs
         return self.views[step[1]][1:4]
 
-    def _add_view(self, v: int, value_of: dict) -> None:
-        _, _, args, kwargs, out = self.views[v]
+    def _add_view(self, v: int, value_of: dict) -> bool:
+        """Record view ``v``'s outputs as values; False (refused) for a view on another device (see ``build``)."""
+        _, func, args, kwargs, out = self.views[v]
         # A view's tensor argument is its base (args[0] for every ATen view op).
         base = args[0] if args and isinstance(args[0], torch.Tensor) else None
         read = {buffer_key(t) for t in tensors((args, kwargs))} if base is None else (buffer_key(base),)
-        if type(out) is torch.Tensor:
-            k = buffer_key(out)
+        for j, t in enumerate((out,) if type(out) is torch.Tensor else tensors(out)):
+            k = buffer_key(t)
+            if k[0] != "xla":
+                self.refuse(f"{func} views a tensor on {t.device} inside the region")
+                return False
             if k not in read:  # lift_fresh, alias: the same value as their argument, not a new one
-                value_of.setdefault(k, ("view", v, 0))
-        else:
-            for j, t in enumerate(tensors(out)):
-                k = buffer_key(t)
-                if k not in read:
-                    value_of.setdefault(k, ("view", v, j))
+                value_of.setdefault(k, ("view", v, j))
+        return True
