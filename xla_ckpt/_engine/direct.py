@@ -73,6 +73,17 @@ def general_replay() -> Iterator[None]:
     finally:
         _switch.off -= 1
 
+def _value_key(t: torch.Tensor) -> Any:
+    """A value's name in the program: its buffer on XLA (every view is a buffer of its own there).
+
+    Elsewhere (a CPU tensor inside an XLA region: ``torch.arange(n).reshape(...).to(xla)``) a view shares
+    its base's storage, so its shape, strides and offset join the key; by buffer alone the program fed the
+    un-reshaped base to the copy (silently wrong grads, found by the fuzz's hunt).
+    """
+    k = buffer_key(t)
+    return k if t.is_xla else (k, tuple(t.shape), t.stride(), t.storage_offset())
+
+
 class _Unsupported(Exception):
     """An argument the program cannot hold (a container other than tuple, list or dict)."""
 
@@ -163,24 +174,15 @@ class Recorder:
         views = self.views
         for p, call in enumerate(self.calls):
             while vi < len(views) and views[vi][0] <= p:
-                if not self._add_view(vi, value_of):
-                    return None
+                self._add_view(vi, value_of)
                 vi += 1
             for j, t in enumerate(tensors(call.out)):
-                k = buffer_key(t)
-                if k[0] != "xla":
-                    # A value on another device (``torch.arange(n).reshape(...).to(xla)``): its views share
-                    # its buffer's key, so a reference could not tell the view from its base (the program
-                    # fed the un-reshaped tensor on: wrong grads, silently, found by the fuzz's hunt).
-                    self.refuse(f"{call.op} computes on {t.device} inside the region")
-                    return None
-                if k in dep_keys[p]:
+                if buffer_key(t) in dep_keys[p]:
                     self.refuse(f"{call.op} returns one of its arguments")  # not functional
                     return None
-                value_of[k] = ("out", p, j)
+                value_of[_value_key(t)] = ("out", p, j)
         while vi < len(views):
-            if not self._add_view(vi, value_of):
-                return None
+            self._add_view(vi, value_of)
             vi += 1
 
         consts: list[torch.Tensor] = []
@@ -190,7 +192,7 @@ class Recorder:
         templates: dict[Ref, tuple[list, list, list, Any, bool]] = {}
 
         def ref_of(t: torch.Tensor) -> Ref:
-            k = buffer_key(t)
+            k = _value_key(t)
             ref = value_of.get(k)
             if ref is None:  # from outside the region: the forward's tensor, as autograd would keep it
                 c = const_of.get(k)
@@ -297,17 +299,17 @@ class Recorder:
             return call.op, call.args, call.kwargs
         return self.views[step[1]][1:4]
 
-    def _add_view(self, v: int, value_of: dict) -> bool:
-        """Record view ``v``'s outputs as values; False (refused) for a view on another device (see ``build``)."""
-        _, func, args, kwargs, out = self.views[v]
+    def _add_view(self, v: int, value_of: dict) -> None:
+        _, _, args, kwargs, out = self.views[v]
         # A view's tensor argument is its base (args[0] for every ATen view op).
         base = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        read = {buffer_key(t) for t in tensors((args, kwargs))} if base is None else (buffer_key(base),)
-        for j, t in enumerate((out,) if type(out) is torch.Tensor else tensors(out)):
-            k = buffer_key(t)
-            if k[0] != "xla":
-                self.refuse(f"{func} views a tensor on {t.device} inside the region")
-                return False
+        read = {_value_key(t) for t in tensors((args, kwargs))} if base is None else (_value_key(base),)
+        if type(out) is torch.Tensor:
+            k = _value_key(out)
             if k not in read:  # lift_fresh, alias: the same value as their argument, not a new one
-                value_of.setdefault(k, ("view", v, j))
-        return True
+                value_of.setdefault(k, ("view", v, 0))
+        else:
+            for j, t in enumerate(tensors(out)):
+                k = _value_key(t)
+                if k not in read:
+                    value_of.setdefault(k, ("view", v, j))
