@@ -5,8 +5,8 @@ program (XLA's default replay) names each value by its buffer, and on the CPU a 
 buffer: the program fed the un-reshaped ``arange`` to the copy. Under every policy that recomputes, the
 grads were silently wrong in the fuzz's chains of views (a.grad 32 off) or a bare shape error was raised
 (``Value out of range``; "Check failed: total_element_count"). A CPU tensor from outside the region viewed
-twice inside it was fed the first view for both. Such a region now replays by running fn again (the
-general replay), which is exact.
+twice inside it was fed the first view for both. The program now names a CPU value by its storage and
+its shape, strides and offset (``_engine/direct.py``), so each view is a value of its own.
 """
 
 from __future__ import annotations
