@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import itertools
 import math
 import sys
 import threading
@@ -101,8 +102,9 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     """Identity of the device buffer behind ``t``: equal keys mean the same memory.
 
     XLA: every live XLA tensor id becomes its own device buffer once the graph runs, views included
-    (functionalization turns them into ``*_copy`` ops), so the key is the XLA tensor id.
-    Eager: views share their base's storage, so the key is the storage's address.
+    (functionalization turns them into ``*_copy`` ops), so the key is the XLA tensor id (never reused).
+    Eager: views share their base's storage, so the key is the storage's serial number, not its
+    address: an address is reused once its storage is freed.
     Neither forces a graph execution or a device-to-host copy.
     """
     if t.is_xla:
@@ -114,13 +116,25 @@ def buffer_key(t: torch.Tensor) -> Hashable:
         if inner is not None:
             return ("wrapper",) + tuple(buffer_key(x) for x in inner)
     storage = t.untyped_storage()
-    n = storage.nbytes()
-    if n == 0 or t.is_meta:
-        # No address: data_ptr() is 0 for every empty storage (an expert no token is routed to:
-        # ``x[mask.nonzero()]``) and every meta one (``xla_ckpt.estimate`` runs models on meta), so
-        # all would be one buffer. The StorageImpl itself is the identity, shared by views as a buffer is.
-        return (t.device, storage._cdata, n)
-    return (t.device, storage.data_ptr(), n)
+    # The storage's serial number, not its address: a region's intermediate freed in the forward
+    # (``rows.flip(0)`` after an ``index_put_``) and a tensor fn then builds outside the dispatcher
+    # (``torch.tensor(...)``) can get the same memory; keyed by address, the engine took the new tensor
+    # for the dead op's output, and backward read that op's recomputed values instead (a silently wrong
+    # gradient, found by the compiled fuzz in CI). Not ``_cdata`` either: a freed StorageImpl's address is
+    # reused too. torch keeps one Python object per storage for the storage's whole life (PyObject
+    # preservation, as for tensors), so the number lives on it; a copy is a new object, and the
+    # ``_cdata`` check keeps a copied ``__dict__`` from sharing it (tests/unit/_base/test_buffer_key.py
+    # checks what this relies on). Inline: no Python call per key (tests/unit/_engine/test_trace_cost.py).
+    tag = getattr(storage, _SERIAL_ATTR, None)
+    if tag is None or tag[0] != storage._cdata:
+        tag = (storage._cdata, next(_SERIALS))
+        setattr(storage, _SERIAL_ATTR, tag)
+    return (t.device, tag[1], storage.nbytes())
+
+
+# Eager buffers' identities (``buffer_key``): numbered on first sight, never reused in the process.
+_SERIALS = itertools.count(1)
+_SERIAL_ATTR = "_xla_ckpt_serial"
 
 
 _TENSOR_ID: Any = None
