@@ -73,6 +73,7 @@ def general_replay() -> Iterator[None]:
     finally:
         _switch.off -= 1
 
+
 def _value_key(t: torch.Tensor) -> Any:
     """A value's name in the program: its buffer on XLA (every view is a buffer of its own there).
 

@@ -62,7 +62,9 @@ STEPS = (Step("add", (45, 1), 0), Step("index_put_fresh", (56,), 1), Step("inpla
 TABLE = ((aten._softmax, 2, Decision.RECOMPUTE), (aten.index_add, 1, Decision.OFFLOAD), (aten.topk, 1, Decision.SAVE),
          (aten._softmax, 3, Decision.RECOMPUTE), (aten.native_dropout, 1, Decision.RECOMPUTE),
          (aten._to_copy, 1, Decision.OFFLOAD))
-RUNS = 20  # the old key made a.grad wrong in the first few runs of a process, nearly always
+# The old key made a.grad wrong in some runs of most processes (this test: red in 2 of 3 processes; the
+# allocator decides); the first test above is the deterministic one.
+RUNS = 20
 
 
 def test_reused_address_fuzz_program():
