@@ -57,13 +57,31 @@ def _collect(x: Any, out: list[torch.Tensor]) -> None:
 
 
 # Functionalization turns views into *_copy ops on XLA: they are views for our purposes. Which ones
-# comes from their schema (``Tag.view_copy``): a list by hand missed ``unfold_copy`` and
-# ``view_as_complex_copy``, so a write through ``t.unfold(...)`` did not count as one to ``t`` (silently
-# wrong gradients). ``_unsafe_view`` has no tag; ``narrow_copy`` is tagged but is a real copy a user
-# calls (``narrow`` reaches functionalization as ``slice``).
+# comes from their schema (``Tag.view_copy``), so that every view op torch adds is one (``unfold_copy``,
+# ``view_as_complex_copy``: a write through such a view must count as a write to its base). ``_unsafe_view``
+# has no tag; ``narrow_copy`` is tagged but is a real copy a user calls (``narrow`` reaches
+# functionalization as ``slice``). A view reads its base alone: a tagged op that reads a second tensor
+# is no view, whatever its tag says. torch tags ``slice_scatter`` (how functionalization writes a slice
+# back into its base) ``view_copy``; taken for a view of its base, its output lost the written values'
+# producers, and a saved view around it let the replay run on a stand-in of the region's input.
 _VIEW_COPY_TAG = torch.Tag.view_copy
 _VIEW_COPIES = frozenset({aten._unsafe_view})
 _NOT_VIEWS = frozenset({aten.narrow_copy})
+
+
+_TENSOR_TYPE = torch._C.TensorType.get()
+
+
+def _tensor_typed(t: Any) -> bool:
+    """A schema argument type that holds tensors: ``Tensor``, ``Tensor?``, ``Tensor[]``, ``Tensor?[]``."""
+    while isinstance(t, (torch._C.OptionalType, torch._C.ListType)):
+        t = t.getElementType()
+    return t.isSubtypeOf(_TENSOR_TYPE)
+
+
+def _reads_one_tensor(op: Any) -> bool:
+    """Whether ``op`` takes a single tensor argument (a view's base), by its schema."""
+    return sum(_tensor_typed(a.type) for a in op._schema.arguments) == 1
 # Neither decided nor replayed by position, just run:
 # - detach / lift_fresh: emitted or skipped depending on context (torch's own SAC ignores them too);
 # - views: free to replay, must alias their replayed base, and on XLA functionalization emits a
@@ -139,7 +157,8 @@ def op_info(op: Any) -> OpInfo:
             if a.alias_info is not None and a.alias_info.is_write
         )
         skipped = packet in _IGNORED or op.is_view or packet in _VIEW_COPIES or propagate or (
-            _VIEW_COPY_TAG in op.tags and packet not in _NOT_VIEWS and not writes)  # ``out=`` forms write
+            _VIEW_COPY_TAG in op.tags and packet not in _NOT_VIEWS and not writes  # ``out=`` forms write
+            and _reads_one_tensor(op))
         random = torch.Tag.nondeterministic_seeded in op.tags
         info = _INFO[op] = OpInfo(
             skipped=skipped,
