@@ -11,7 +11,8 @@ read through views, tuple/dict outputs,
 keyword arguments, inputs without grad, an unused and an int64 region input, a frozen parameter;
 tensors made inside the region
 (``FRESH_MENU``: factory ops, tensor constants, a copy from the CPU, index_put into a fresh tensor)
-with chains of views over them and over the region's values (``_fresh_step``); custom ops returning
+with chains of views over them and over the region's values (``_fresh_step``), written in place through
+several views, some reading views of region values (``_view_writes``); custom ops returning
 ``(Tensor, int)`` (one always saved, which must never run again) and a dispatch mode around backward;
 modules with hooks and buffers (``MODULES``, one writing its buffer through a view), whose hook records
 and buffers are compared too;
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -57,8 +59,15 @@ INDEX = (3, 1, 0, 2)
 FACTORIES = ("arange", "full_written", "eye", "linspace", "one_hot", "constant", "from_cpu", "randn", "new_full",
              "zeros_index_put")
 CHAINS = 4096
+# "view_writes": several in-place writes through different views of one fresh tensor (slice, select,
+# narrow, as_strided, slice and select assignment), some reading views of a second region value. On XLA
+# functionalization writes each view back into its base with a ``*_scatter`` op; torch tags
+# ``slice_scatter`` as a view copy, and the engine took it for one: with a scatter saved (everything_saveable,
+# memory_budget), the replay read a stand-in of the input instead (silently wrong grads, 8.02 off).
+VIEW_WRITES = 3 * 10 ** 3 * 8  # (fresh kind, three writes of ten kinds, what the writes read)
 FRESH_MENU: list[tuple[str, int, int]] = [
     ("factory", 1, len(FACTORIES) * CHAINS), ("view_chain", 1, CHAINS), ("index_put_fresh", 1, 4),
+    ("view_writes", 2, VIEW_WRITES),
 ]
 FRESH_KINDS = tuple(m[0] for m in FRESH_MENU)
 
@@ -123,13 +132,18 @@ class Step:
     variant: int
 
 
+# Program lengths: a hunt by hand (profile ``hunt``, tests/conftest.py) draws longer programs than CI's.
+_HUNT = os.environ.get("XLA_CKPT_FUZZ") == "hunt"
+MAX_STEPS, MAX_FOCUSED_STEPS = (14, 12) if _HUNT else (9, 7)
+
+
 @st.composite
 def programs(draw: Callable[..., Any], allow_state: bool = True, only: Optional[tuple[str, ...]] = None
              ) -> tuple[Step, ...]:
     """Random programs; ``only``: draw from these kinds only (a focused fuzz)."""
     kinds = [m for m in MENU if (allow_state or m[0] not in STATEFUL) and (only is None or m[0] in only)]
     steps = []
-    for _ in range(draw(st.integers(2, 9))):
+    for _ in range(draw(st.integers(2, MAX_STEPS))):
         kind, arity, variants = draw(st.sampled_from(kinds))
         ops = tuple(draw(st.integers(0, 63)) for _ in range(arity))
         steps.append(Step(kind, ops, draw(st.integers(0, variants - 1))))
@@ -141,7 +155,7 @@ def focused_programs(draw: Callable[..., Any], kinds: tuple[str, ...]) -> tuple[
     """Random programs over ``kinds`` only (a focused fuzz)."""
     menu = [m for m in MENU if m[0] in kinds]
     steps = []
-    for _ in range(draw(st.integers(2, 7))):
+    for _ in range(draw(st.integers(2, MAX_FOCUSED_STEPS))):
         kind, arity, variants = draw(st.sampled_from(menu))
         steps.append(Step(kind, tuple(draw(st.integers(0, 63)) for _ in range(arity)),
                           draw(st.integers(0, variants - 1))))
@@ -544,6 +558,8 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
             elif k == "module":
                 assert mods is not None
                 y = mods[MODULES[s.variant]](x[0])
+            elif k == "view_writes":
+                y = _view_writes(s.variant, x[0], x[1])
             elif k in FRESH_KINDS:
                 y = _fresh_step(k, s.variant, x[0])
             elif k in NON_TENSOR_KINDS:
@@ -614,6 +630,38 @@ def _fresh_step(kind: str, variant: int, x: torch.Tensor) -> torch.Tensor:
         base = x.unsqueeze(0).expand(2, N, N) if variant % 2 else x.expand(2, N, N)
         return _fresh_chain(variant)(base)
     return _index_put_fresh(variant, x)
+
+
+def _view_writes(variant: int, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """A fresh copy of ``x`` written in place through three views, each decoded from ``variant``; a write
+    reads a constant or a view of ``r`` (a region input or intermediate). The result reads every write."""
+    v, fresh = divmod(variant, 3)
+    v, reads = divmod(v, 8)  # bit i: write i reads a view of r (else a constant)
+    h = [lambda: x * 1.0, lambda: x.clone(), lambda: torch.zeros_like(x) + x][fresh]()
+    for i in range(3):
+        v, kind = divmod(v, 10)
+        src = (lambda a, b: r[a:b]) if reads >> i & 1 else None
+        if kind == 0:
+            h[:, 1:3].add_(src(0, N)[:, 2:4] if src else 0.5)
+        elif kind == 1:
+            h[1].mul_(src(2, 3)[0] if src else -1.5)
+        elif kind == 2:
+            h.narrow(1, 0, 2).mul_(src(0, N).narrow(1, 2, 2) if src else 2.0)
+        elif kind == 3:
+            h.select(1, 3).add_(src(0, N).select(1, 0) if src else 1.0)
+        elif kind == 4:
+            h.as_strided((2, 2), (N, 1), 1).add_(src(1, 3)[:, :2] if src else 0.25)
+        elif kind == 5:
+            h[2:] = src(0, 2) * 0.5 if src else -0.75
+        elif kind == 6:
+            h[:, 0] = src(0, N)[:, 3] if src else 3.0
+        elif kind == 7:
+            h.t()[2].sub_(src(0, N)[1] if src else 0.5)
+        elif kind == 8:
+            h[::2, ::3].mul_(src(0, 2)[:, ::3] if src else 0.5)
+        else:
+            h.diagonal().add_(src(0, N).diagonal() if src else 1.0)
+    return h * h + x
 
 
 def _factory(name: str, x: torch.Tensor) -> torch.Tensor:

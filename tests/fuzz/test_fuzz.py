@@ -185,6 +185,27 @@ def test_fuzz_fresh_tensors_xla(xla_device, steps, spec, direct, verify):
         _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps)
 
 
+# Writes through several views of one fresh tensor, some reading views of region values, with the
+# policies that save views (a *_scatter op on XLA) drawn often: everything_saveable and memory budgets.
+VIEW_WRITES = ("view_writes", "view_writes", "act", "add")
+SAVES_VIEWS = st.one_of(st.sampled_from(["everything_saveable", "nothing_saveable"]), policy_specs(),
+                        st.sampled_from([0.3, 0.5, 0.9]).map(lambda f: xla_ckpt.policies.memory_budget(f)))
+
+
+@fuzz(0.2)
+@given(steps=focused_programs(VIEW_WRITES), spec=SAVES_VIEWS)
+def test_fuzz_writes_through_views_cpu(steps, spec):
+    check(steps, spec, torch.device("cpu"), EXACT)
+
+
+@pytest.mark.xla
+@fuzz(0.2)
+@given(steps=focused_programs(VIEW_WRITES), spec=SAVES_VIEWS, direct=st.booleans())
+def test_fuzz_writes_through_views_xla(xla_device, steps, spec, direct):
+    with replay_kind(direct):
+        check(steps, spec, xla_device, XLA_TOL)
+
+
 # Tensors from outside fn (closure parameters, constants built from Python state) read through views
 # by recomputed ops, modified after the forward, with in-place ops that send XLA regions to the
 # general replay: on XLA each view is a new buffer, and fn run again read a new value unchecked (a
