@@ -1,0 +1,237 @@
+"""The README states only what runs and what was measured.
+
+- Its ```python blocks run in ``test_docs.py`` (the XLA quick start under the ``xla`` mark, on XLA:CPU);
+  here: the three quick starts are there and the XLA one is marked.
+- Every call written inline in its prose (``xla_ckpt.policies.memory_budget(0.3)``) resolves after a plain
+  ``import xla_ckpt`` in a fresh process (an attribute another test imported must not hide a missing one),
+  and a library call with literal arguments runs.
+- The headline table's figures are those of the committed ``bench/results/headline.json``.
+- Counts and lists it states come from the code: the presets, and the number of Hugging Face
+  architectures wherever a page states one.
+"""
+
+from __future__ import annotations
+
+from helpers import ROOT_DIR
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_docs import _blocks, fences, pages
+
+ROOT = Path(ROOT_DIR)
+README = ROOT / "README.md"
+MAX_LINES = 120  # what a newcomer reads in five minutes; reference text goes to docs/
+
+
+def _prose(text: str) -> str:
+    """The page without its fenced blocks."""
+    out, inside = [], None
+    for line in text.split("\n"):
+        m = re.match(r"^(`{3,})", line)
+        if inside is None and m:
+            inside = m.group(1)
+        elif inside is not None and line.rstrip() == inside:
+            inside = None
+        elif inside is None:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def calls_in(code: str) -> list[tuple[str, str, bool]]:
+    """(source of the call, dotted callee, whether its arguments are all literals) for each call in ``code``;
+    code that is not Python (``make bench``) has none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            literal = True
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                try:
+                    ast.literal_eval(arg)
+                except ValueError:
+                    literal = False
+            out.append((ast.get_source_segment(code, node) or code, _dotted(node.func) or code, literal))
+    return out
+
+
+def inline_calls(text: str) -> list[tuple[str, str, bool]]:
+    """``calls_in`` for every piece of inline code in the prose."""
+    return [c for code in re.findall(r"(?<!`)`([^`\n]+)`(?!`)", _prose(text)) for c in calls_in(code)]
+
+
+# Runs in a fresh interpreter: resolves each callee from `import xla_ckpt` (and torch, torch_xla) alone.
+_RESOLVER = r"""
+import json, sys
+import torch
+import xla_ckpt
+ns = {"torch": torch, "xla_ckpt": xla_ckpt}
+try:
+    import torch_xla
+    ns["torch_xla"] = torch_xla
+except ImportError:
+    pass
+out = {}
+for source, name, literal in json.loads(sys.argv[1]):
+    root, *rest = name.split(".")
+    if root == "torch_xla" and root not in ns:
+        out[source] = "skipped: no torch_xla"
+        continue
+    obj = ns.get(root, getattr(xla_ckpt, root, getattr(xla_ckpt.policies, root, None)))
+    if obj is None:
+        out[source] = f"{root} is not xla_ckpt, torch, torch_xla nor a name xla_ckpt or xla_ckpt.policies exports"
+        continue
+    for i, attr in enumerate(rest):
+        if not hasattr(obj, attr):
+            obj = None
+            out[source] = f"{'.'.join([root, *rest[:i]])} has no attribute {attr!r} after `import xla_ckpt`"
+            break
+        obj = getattr(obj, attr)
+    if obj is None:
+        continue
+    if not callable(obj):
+        out[source] = f"{name} is not callable"
+    elif literal and (root == "xla_ckpt" or root not in ns):
+        try:
+            eval(source, {**vars(xla_ckpt.policies), **vars(xla_ckpt), **ns})
+        except Exception as e:
+            out[source] = f"raised {type(e).__name__}: {e}"
+            continue
+        out[source] = "ran"
+    else:
+        out[source] = "resolves"
+print("RESULT " + json.dumps(out))
+"""
+
+
+def resolve(calls: list[tuple[str, str, bool]]) -> dict[str, str]:
+    proc = subprocess.run([sys.executable, "-c", _RESOLVER, json.dumps(calls)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stderr[-3000:]
+    return json.loads(line[-1][len("RESULT "):])
+
+
+def test_readme_is_short():
+    lines = README.read_text().count("\n")
+    assert lines <= MAX_LINES, f"README.md has {lines} lines (at most {MAX_LINES}): move reference text to docs/"
+
+
+def test_the_three_quick_starts_run_in_test_docs_and_the_xla_one_on_xla():
+    blocks = [p for p in _blocks() if p.values[0].startswith("README.md:")]
+    codes = [p.values[1] for p in blocks]
+    assert any("LlamaForCausalLM" in c and "torch_xla" not in c for c in codes), "the Hugging Face quick start"
+    assert any("checkpointed(" in c for c in codes), "the own-block quick start"
+    xla = [p for p in blocks if "torch_xla" in p.values[1]]
+    assert xla and all(any(m.name == "xla" for m in p.marks) for p in xla), "the XLA quick start, marked xla"
+    assert any("xla_ckpt.hf_models.to_device" in p.values[1] for p in xla)
+    assert not any(any(m.name == "slow" for m in p.marks) for p in blocks), "the quick starts run in the fast tier"
+
+
+def test_every_inline_call_in_the_readme_resolves_after_import_xla_ckpt():
+    calls = inline_calls(README.read_text())
+    assert any(name == "xla_ckpt.policies.memory_budget" for _, name, _ in calls), calls
+    results = resolve(calls)
+    bad = {s: r for s, r in results.items() if r not in ("ran", "resolves") and not r.startswith("skipped")}
+    assert not bad, bad
+    assert results["xla_ckpt.policies.memory_budget(0.3)"] == "ran"
+
+
+def test_every_library_call_in_the_readmes_blocks_resolves_after_import_xla_ckpt():
+    """The blocks run in test_docs.py inside the test session, where another test may have imported a
+    submodule (``xla_ckpt.hf_models``) that a user's plain ``import xla_ckpt`` does not give: a fresh process."""
+    calls = [(src, name, False) for _, lang, code in fences(README.read_text()) if lang == "python"
+             for src, name, _ in calls_in(code) if name.startswith("xla_ckpt.")]
+    assert any(name == "xla_ckpt.hf_models.to_device" for _, name, _ in calls), calls
+    bad = {s: r for s, r in resolve(calls).items() if r != "resolves"}
+    assert not bad, bad
+
+
+def test_inline_call_checker_finds_what_does_not_resolve():
+    text = ("Call `xla_ckpt.hf_models_gone.to_device(model, d)` or `xla_ckpt.policies.memory_budget(7)` "
+            "or `no_such_helper(1)`; `make bench` and `(OpCall) -> Decision` are not calls.\n"
+            "```python\nignored_in_a_block()\n```\n")
+    calls = inline_calls(text)
+    assert [n for _, n, _ in calls] == ["xla_ckpt.hf_models_gone.to_device", "xla_ckpt.policies.memory_budget",
+                                         "no_such_helper"], calls
+    results = resolve(calls)
+    assert "no attribute 'hf_models_gone'" in results["xla_ckpt.hf_models_gone.to_device(model, d)"]
+    assert results["xla_ckpt.policies.memory_budget(7)"].startswith("raised")
+    assert "not xla_ckpt" in results["no_such_helper(1)"]
+
+
+def test_the_presets_the_readme_names_are_the_librarys():
+    import xla_ckpt
+
+    m = re.search(r"The presets are (.+?): `python -m xla_ckpt", _prose(README.read_text()), re.S)
+    assert m, "README: the sentence that names the presets"
+    named = set(re.findall(r"`(\w+)`", m.group(1)))
+    assert named == set(xla_ckpt.presets()), (named, sorted(xla_ckpt.presets()))
+
+
+def test_architecture_counts_on_every_page_are_the_librarys():
+    from xla_ckpt.hf_models import ARCHS
+
+    wrong = []
+    for page in pages():
+        for m in re.finditer(r"(?<!other )\b(\d+)(?:-| )(?:Hugging Face |HF )?architectures?\b", _prose(page.read_text())):
+            if int(m.group(1)) != len(ARCHS):
+                wrong.append(f"{page.relative_to(ROOT)}: {m.group(0)!r} (xla_ckpt.hf_models.ARCHS has {len(ARCHS)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def _variant(label: str) -> str:
+    label = label.strip().strip("`")
+    fixed = {"no checkpointing": "none", "torch_xla.utils.checkpoint": "torch_xla",
+             "torch selective checkpointing": "torch_sac"}
+    if label in fixed:
+        return fixed[label]
+    m = re.fullmatch(r"memory_budget\(([\d.]+)\)", label)
+    return f"xla_ckpt:budget={m.group(1)}" if m else f"xla_ckpt:{label}"
+
+
+def test_the_headline_table_is_the_committed_results():
+    doc = json.loads((ROOT / "bench" / "results" / "headline.json").read_text())
+    by = {r["variant"]: r for r in doc["results"]}
+    text = README.read_text()
+    section = text[text.index("## The headline numbers"):text.index("## Read more")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith(("| variant", "| ---"))]
+    assert len(rows) == len(doc["results"]), rows
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        r = by[_variant(cells[0])]
+        if r.get("error"):
+            assert "error" in cells[1] and cells[1].split("`")[1] in r["error"], (line, r["error"])
+            continue
+        ratio = r["timing"]["step_ratio"]
+        step = "1.00" if r["variant"] == "none" else f"{ratio['median']:.2f} [{ratio['p25']:.2f}, {ratio['p75']:.2f}]"
+        want = [f"{r['saved_bytes'] / 2**20:.2f}", f"{r['compiled_peak_bytes'] / 2**20:.2f}",
+                f"{r['compiled_peak_ratio']:.2f}", step]
+        assert cells[1:] == want, (line, want)
+    worst = max(r["grad_max_abs_diff"] for r in doc["results"] if not r.get("error"))
+    assert f"to {worst:.1e}" in section, worst
+    comp = {r["variant"]: r for r in doc["compiled"]}
+    for name in ("megatron_selective", "full"):
+        assert f"`{name}` {'peaks ' if name == 'megatron_selective' else ''}at " \
+               f"{comp['openxla:' + name]['peak_vs_compiled_none']:.2f}x" in " ".join(section.split()), name
+    t = doc["timing"]
+    assert f"load {t['loadavg_before']:.1f}-{t['loadavg_after']:.1f}" in section
