@@ -235,3 +235,43 @@ def test_the_headline_table_is_the_committed_results():
                f"{comp['openxla:' + name]['peak_vs_compiled_none']:.2f}x" in " ".join(section.split()), name
     t = doc["timing"]
     assert f"load {t['loadavg_before']:.1f}-{t['loadavg_after']:.1f}" in section
+
+
+def _step(r: dict) -> str:
+    s = r["timing"]["step_ratio"]
+    return "1.00" if r["variant"] == "none" else f"{s['median']:.2f} [{s['p25']:.2f}, {s['p75']:.2f}]"
+
+
+def test_choose_a_policy_states_the_committed_results():
+    """docs/choose.md's figures: the side-by-side table (memory.json, memory_cpu.json), the compiled
+    sentence (headline.json) and the long-sequence table (korthikanti.json)."""
+    results = ROOT / "bench" / "results"
+    xla = {r["variant"]: r for r in json.loads((results / "memory.json").read_text())["results"]}
+    cpu = {r["variant"]: r for r in json.loads((results / "memory_cpu.json").read_text())["results"]}
+    text = (ROOT / "docs" / "choose.md").read_text()
+    section = text[text.index("## Measured side by side"):text.index("## The situations")]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 6, rows
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name = _variant(cells[0])
+        name = "none" if name == "xla_ckpt:none" else name
+        a, b = xla[name], cpu[name]
+        want = [f"{a['saved_bytes'] / 2**20:.2f}",
+                f"{a['compiled_peak_bytes'] / 2**20:.2f} ({a['compiled_peak_ratio']:.2f}x)",
+                f"{100 * a.get('recompute_share', 0):.1f}", _step(a), f"{b['saved_bytes'] / 2**20:.2f}", _step(b)]
+        assert cells[1:] == want, (line, want)
+    flat = " ".join(text.split())
+    comp = {r["variant"]: r for r in json.loads((results / "headline.json").read_text())["compiled"]}
+    for label, key in (("`megatron_selective`", "megatron_selective"), ("`full`", "full"),
+                       ("`memory_budget(0.3)`", "budget=0.3")):
+        r = comp["openxla:" + key]
+        assert re.search(rf"{re.escape(label)} {r['peak_vs_compiled_none']:.2f}x (the peak )?at "
+                         rf"{r['step_vs_compiled_none']['median']:.2f}x", flat), label
+    kor = json.loads((results / "korthikanti.json").read_text())["rows"]
+    for attention in ("math", "flash"):
+        by = {r["policy"]: r for r in kor if r["device"] == "cpu" and r["attention"] == attention}
+        line = next(x for x in text.splitlines() if x.startswith(f"| {attention} "))
+        assert f"| {by['none']['estimate_sbh']:.1f} sbh |" in line, line
+        for p in ("megatron_selective", "full"):
+            assert f"{by[p]['estimate_sbh']:.1f} sbh, {by[p]['recompute_flops'] / 1e9:.1f} GFLOP" in line, (line, p)
