@@ -275,3 +275,12 @@ def test_choose_a_policy_states_the_committed_results():
         assert f"| {by['none']['estimate_sbh']:.1f} sbh |" in line, line
         for p in ("megatron_selective", "full"):
             assert f"{by[p]['estimate_sbh']:.1f} sbh, {by[p]['recompute_flops'] / 1e9:.1f} GFLOP" in line, (line, p)
+
+
+def test_changelog_entries_are_one_line_each():
+    """One line per change (git keeps the details): no entry continues on an indented line."""
+    lines = (ROOT / "CHANGELOG.md").read_text().split("\n")
+    assert sum(line.startswith("- ") for line in lines) >= 20
+    continued = [f"CHANGELOG.md:{i + 1}" for i, line in enumerate(lines)
+                 if line.startswith("  ") and line.strip() and i and lines[i - 1].strip()]
+    assert not continued, continued
