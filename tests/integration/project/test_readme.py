@@ -284,3 +284,45 @@ def test_changelog_entries_are_one_line_each():
     continued = [f"CHANGELOG.md:{i + 1}" for i, line in enumerate(lines)
                  if line.startswith("  ") and line.strip() and i and lines[i - 1].strip()]
     assert not continued, continued
+
+
+def _ratio(r: dict) -> str:
+    return f"{r['median']:.2f} [{r['p25']:.2f}, {r['p75']:.2f}]"
+
+
+def test_the_benchmarks_page_headline_tables_are_the_committed_results():
+    """docs/benchmarks.md's lazy and compiled headline tables against bench/results/headline.json."""
+    doc = json.loads((ROOT / "bench" / "results" / "headline.json").read_text())
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## The headline"):text.index("**Dropout 0.1**")]
+    by = {r["variant"]: r for r in doc["results"]}
+    comp = {r["variant"].removeprefix("openxla:"): r for r in doc["compiled"]}
+    lazy_rows = compiled_rows = 0
+    for line in section.splitlines():
+        if not line.startswith("| ") or line.startswith(("| variant", "| ---", "| compiled")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if "peak MiB (fwd / bwd)" in section[:section.index(line)]:  # the compiled table
+            key = {"no checkpointing": "none"}.get(cells[0], _variant(cells[0]).removeprefix("xla_ckpt:"))
+            r = comp[key]
+            mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
+            want = [f"{mib(r['compiled_peak_bytes'])} ({mib(r['forward_peak_bytes'])} / {mib(r['backward_peak_bytes'])})",
+                    f"{r['peak_vs_compiled_none']:.2f}", _ratio(r["host_vs_lazy_none"]),
+                    "1.00" if key == "none" else _ratio(r["step_vs_compiled_none"]), f"{r['first_step_s']:.1f}"]
+            assert cells[1:] == want, (line, want)
+            compiled_rows += 1
+            continue
+        r = by[_variant(cells[0])]
+        if r.get("error"):
+            assert cells[1].split("`")[1] in r["error"], line
+            lazy_rows += 1
+            continue
+        t = r["timing"]
+        none = r["variant"] == "none"
+        want = [f"{r['saved_bytes'] / 2**20:.2f}", f"{r['compiled_peak_bytes'] / 2**20:.2f}",
+                f"{r['compiled_peak_ratio']:.2f}", "1.00" if none else _ratio(t["step_ratio"]),
+                "1.00" if none else _ratio(t["host_ratio"]),
+                "0" if none else f"{r['grad_max_abs_diff']:.1e}"]
+        assert cells[1:] == want, (line, want)
+        lazy_rows += 1
+    assert (lazy_rows, compiled_rows) == (len(doc["results"]), len(doc["compiled"]))
