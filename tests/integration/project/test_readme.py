@@ -15,6 +15,7 @@ from __future__ import annotations
 from helpers import ROOT_DIR
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -85,50 +86,68 @@ import json, sys
 import torch
 import xla_ckpt
 ns = {"torch": torch, "xla_ckpt": xla_ckpt}
-try:
-    import torch_xla
-    ns["torch_xla"] = torch_xla
-except ImportError:
-    pass
-out = {}
+out = []
 for source, name, literal in json.loads(sys.argv[1]):
     root, *rest = name.split(".")
     if root == "torch_xla" and root not in ns:
-        out[source] = "skipped: no torch_xla"
-        continue
+        try:
+            import torch_xla
+            ns["torch_xla"] = torch_xla
+        except ImportError:
+            out.append("skipped: no torch_xla")
+            continue
     obj = ns.get(root, getattr(xla_ckpt, root, getattr(xla_ckpt.policies, root, None)))
     if obj is None:
-        out[source] = f"{root} is not xla_ckpt, torch, torch_xla nor a name xla_ckpt or xla_ckpt.policies exports"
+        out.append(f"{root} is not xla_ckpt, torch, torch_xla nor a name xla_ckpt or xla_ckpt.policies exports")
         continue
     for i, attr in enumerate(rest):
         if not hasattr(obj, attr):
             obj = None
-            out[source] = f"{'.'.join([root, *rest[:i]])} has no attribute {attr!r} after `import xla_ckpt`"
+            out.append(f"{'.'.join([root, *rest[:i]])} has no attribute {attr!r} after `import xla_ckpt`")
             break
         obj = getattr(obj, attr)
     if obj is None:
         continue
     if not callable(obj):
-        out[source] = f"{name} is not callable"
+        out.append(f"{name} is not callable")
     elif literal and (root == "xla_ckpt" or root not in ns):
         try:
             eval(source, {**vars(xla_ckpt.policies), **vars(xla_ckpt), **ns})
+            out.append("ran")
         except Exception as e:
-            out[source] = f"raised {type(e).__name__}: {e}"
-            continue
-        out[source] = "ran"
+            out.append(f"raised {type(e).__name__}: {e}")
     else:
-        out[source] = "resolves"
+        out.append("resolves")
 print("RESULT " + json.dumps(out))
 """
 
+# The checker's own example: what it must find wrong (prose, then a block it must skip).
+BAD_EXAMPLE = ("Call `xla_ckpt.hf_models_gone.to_device(model, d)` or `xla_ckpt.policies.memory_budget(7)` "
+               "or `no_such_helper(1)`; `make bench` and `(OpCall) -> Decision` are not calls.\n"
+               "```python\nignored_in_a_block()\n```\n")
 
-def resolve(calls: list[tuple[str, str, bool]]) -> dict[str, str]:
+
+def _readme_block_calls() -> list[tuple[str, str, bool]]:
+    return [(src, name, False) for _, lang, code in fences(README.read_text()) if lang == "python"
+            for src, name, _ in calls_in(code) if name.startswith("xla_ckpt.")]
+
+
+@functools.cache
+def _resolved() -> dict[tuple[str, str, bool], str]:
+    """Every call the tests below check, resolved in one fresh process (an import of torch costs seconds)."""
+    calls = list(dict.fromkeys([*inline_calls(README.read_text()), *_readme_block_calls(),
+                                *inline_calls(BAD_EXAMPLE)]))
     proc = subprocess.run([sys.executable, "-c", _RESOLVER, json.dumps(calls)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, proc.stderr[-3000:]
-    return json.loads(line[-1][len("RESULT "):])
+    return dict(zip(calls, json.loads(line[-1][len("RESULT "):])))
+
+
+def resolve(calls: list[tuple[str, str, bool]]) -> dict[str, str]:
+    """Source of each call -> "ran", "resolves", "skipped: ..." or what is wrong."""
+    results = _resolved()
+    return {c[0]: results[c] for c in calls}
 
 
 def test_readme_is_short():
@@ -159,18 +178,14 @@ def test_every_inline_call_in_the_readme_resolves_after_import_xla_ckpt():
 def test_every_library_call_in_the_readmes_blocks_resolves_after_import_xla_ckpt():
     """The blocks run in test_docs.py inside the test session, where another test may have imported a
     submodule (``xla_ckpt.hf_models``) that a user's plain ``import xla_ckpt`` does not give: a fresh process."""
-    calls = [(src, name, False) for _, lang, code in fences(README.read_text()) if lang == "python"
-             for src, name, _ in calls_in(code) if name.startswith("xla_ckpt.")]
+    calls = _readme_block_calls()
     assert any(name == "xla_ckpt.hf_models.to_device" for _, name, _ in calls), calls
     bad = {s: r for s, r in resolve(calls).items() if r != "resolves"}
     assert not bad, bad
 
 
 def test_inline_call_checker_finds_what_does_not_resolve():
-    text = ("Call `xla_ckpt.hf_models_gone.to_device(model, d)` or `xla_ckpt.policies.memory_budget(7)` "
-            "or `no_such_helper(1)`; `make bench` and `(OpCall) -> Decision` are not calls.\n"
-            "```python\nignored_in_a_block()\n```\n")
-    calls = inline_calls(text)
+    calls = inline_calls(BAD_EXAMPLE)
     assert [n for _, n, _ in calls] == ["xla_ckpt.hf_models_gone.to_device", "xla_ckpt.policies.memory_budget",
                                          "no_such_helper"], calls
     results = resolve(calls)
