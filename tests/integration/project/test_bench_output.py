@@ -104,7 +104,8 @@ def test_the_committed_headline_plot_redraws_with_its_errors_noted(tmp_path, mon
     assert any(r.get("error") for r in doc["results"]), "the headline records torch SAC's error on XLA"
     figs = []
     save = matplotlib.figure.Figure.savefig
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *a, **k: (figs.append(self), save(self, *a, **k)))
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda self, *a, **k: (figs.append(self), save(self, *a, **k)))
     out = tmp_path / "headline.png"
     assert memory_plot.main([str(ROOT / "bench" / "results" / "headline.json"), str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

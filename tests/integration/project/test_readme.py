@@ -203,12 +203,16 @@ def test_the_presets_the_readme_names_are_the_librarys():
     assert named == set(xla_ckpt.presets()), (named, sorted(xla_ckpt.presets()))
 
 
+# "22 architectures", "the 22-architecture table"; "the other 13 architectures" is a subset, not a count.
+COUNT = re.compile(r"(?<!other )\b(\d+)(?:-| )(?:Hugging Face |HF )?architectures?\b")
+
+
 def test_architecture_counts_on_every_page_are_the_librarys():
     from xla_ckpt.hf_models import ARCHS
 
     wrong = []
     for page in pages():
-        for m in re.finditer(r"(?<!other )\b(\d+)(?:-| )(?:Hugging Face |HF )?architectures?\b", _prose(page.read_text())):
+        for m in re.finditer(COUNT, _prose(page.read_text())):
             if int(m.group(1)) != len(ARCHS):
                 wrong.append(f"{page.relative_to(ROOT)}: {m.group(0)!r} (xla_ckpt.hf_models.ARCHS has {len(ARCHS)})")
     assert not wrong, "\n".join(wrong)
@@ -229,7 +233,8 @@ def test_the_headline_table_is_the_committed_results():
     by = {r["variant"]: r for r in doc["results"]}
     text = README.read_text()
     section = text[text.index("## The headline numbers"):text.index("## Read more")]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith(("| variant", "| ---"))]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| variant", "| ---"))]
     assert len(rows) == len(doc["results"]), rows
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -321,7 +326,8 @@ def test_the_benchmarks_page_headline_tables_are_the_committed_results():
             key = {"no checkpointing": "none"}.get(cells[0], _variant(cells[0]).removeprefix("xla_ckpt:"))
             r = comp[key]
             mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
-            want = [f"{mib(r['compiled_peak_bytes'])} ({mib(r['forward_peak_bytes'])} / {mib(r['backward_peak_bytes'])})",
+            peaks = (mib(r["compiled_peak_bytes"]), mib(r["forward_peak_bytes"]), mib(r["backward_peak_bytes"]))
+            want = ["%s (%s / %s)" % peaks,
                     f"{r['peak_vs_compiled_none']:.2f}", _ratio(r["host_vs_lazy_none"]),
                     "1.00" if key == "none" else _ratio(r["step_vs_compiled_none"]), f"{r['first_step_s']:.1f}"]
             assert cells[1:] == want, (line, want)
