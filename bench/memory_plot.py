@@ -52,6 +52,15 @@ def front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]
     return out
 
 
+def _merged(pts: list[tuple[float, float, str]]) -> list[tuple[float, float, list[str]]]:
+    """Points at the same place (``offload(dots_saveable)`` keeps what ``dots`` keeps on one memory space)
+    as one point with every name, in memory order, so their labels are one label, not a smudge."""
+    out: dict[tuple[float, float], list[str]] = {}
+    for x, m, n in pts:
+        out.setdefault((round(x, 6), round(m, 3)), []).append(n)
+    return [(x, m, names) for (x, m), names in sorted(out.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+
+
 def errors(results: list[dict[str, Any]], compiled: list[dict[str, Any]] | None = None) -> list[str]:
     """One line per variant that raised, for the note under the figure.
 
@@ -91,7 +100,8 @@ def plot(results: list[dict[str, Any]], key: str, path: str, title: str,
         others = [p for p in pts if "budget=" not in p[2]]
         handles["variant"] = ax.scatter([p[0] for p in others], [p[1] for p in others], color="tab:gray")
         line = front(pts)
-        handles["Pareto front (nothing is better on both axes)"] = ax.plot(
+        pareto = f"Pareto front{' of the uncompiled variants' if compiled else ''} (none better on both axes)"
+        handles[pareto] = ax.plot(
             [p[0] for p in line], [p[1] for p in line], "-", color="tab:red")[0]
         if budget:
             handles["memory_budget(fraction)"] = ax.plot([p[0] for p in budget], [p[1] for p in budget], "o--",
@@ -103,11 +113,11 @@ def plot(results: list[dict[str, Any]], key: str, path: str, title: str,
                 [p[0] for p in comp], [p[1] for p in comp], color="tab:green", marker="s")
         xs = [p[0] for p in [*pts, *comp]]
         right = max(xs) - 0.2 * (max(xs) - min(xs))  # labels of the rightmost points go to their left
-        for i, (x, m, n) in enumerate(sorted([*pts, *comp], key=lambda p: (p[1], p[0]))):
+        for i, (x, m, names) in enumerate(_merged([*pts, *comp])):
             # neighbours in memory alternate above and below their point, so close labels do not overlap
             dx, ha = (-5, "right") if x > right else (5, "left")
-            ax.annotate(label(n), (x, m), textcoords="offset points", xytext=(dx, 4 if i % 2 == 0 else -10),
-                        fontsize=7, ha=ha)
+            ax.annotate(" = ".join(label(n) for n in names), (x, m), textcoords="offset points",
+                        xytext=(dx, 4 if i % 2 == 0 else -10), fontsize=7, ha=ha)
         ax.annotate("better", xy=(0.015, 0.015), xytext=(0.1, 0.1), xycoords="axes fraction",
                     textcoords="axes fraction", fontsize=9, color="tab:green", ha="center", va="center",
                     arrowprops={"arrowstyle": "->", "color": "tab:green", "lw": 1.5})
