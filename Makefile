@@ -24,7 +24,7 @@ VENV_NEWEST  ?= .venv-newest
 PY_NEWEST    := $(VENV_NEWEST)/bin/python
 STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
-.PHONY: bench bench-all bench-cpu test test-all test-newest test-newest-all install clean
+.PHONY: bench bench-all bench-cpu bench-publish test test-all test-newest test-newest-all install clean
 
 $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,30 +40,36 @@ $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench,ao]' 'torch==$(NEWEST_TORCH)'
 	touch $(STAMP_NEWEST)
 
-# The headline: the default GPT on XLA:CPU, no checkpointing against torch_xla's checkpoint, torch SAC,
-# three presets and one memory budget, then the same GPT under torch.compile(backend="openxla") (none,
-# megatron_selective, full, budget 0.3; bench/compiled.py). Memory: one process per variant; step times:
-# one interleaved process for all. 4 min 43 s at load 1.5 on the 2 cores here (11-15 min at load 5-10).
-# Then the GPT with dropout 0.1 (none, megatron_selective, full; XLA beside CPU bytes; bench/dropout.py):
-# 138 s more at load 4-5 (8 min 14 s in all), an estimated 1-1.5 min on the quiet machine.
-# TPU: see docs/benchmarks.md.
+# Benchmarks write to bench/out/ (ignored by git): `git status` stays clean after them. The README's and
+# docs' figures come from the committed copies in bench/results/; `make bench-publish` copies the latest
+# outputs there, on purpose, when a run should become the published figures.
+BENCH_OUT ?= bench/out
+
+# The headline (the README's table): the default GPT on XLA:CPU, no checkpointing against torch_xla's
+# checkpoint, torch SAC, three presets and one memory budget; the same GPT under
+# torch.compile(backend="openxla"); the GPT with dropout 0.1. One process per variant for memory, one
+# interleaved process for all step times. TPU: see docs/benchmarks.md.
 bench: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json bench/results/headline.json --plot bench/results/headline.png
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --headline --device xla --json $(BENCH_OUT)/headline.json --plot $(BENCH_OUT)/headline.png
 
 # The full sweep: every preset, memory_budget 0.1-0.9, offload, 15 rounds; then the depth sweep
-# (2-16 layers of a small GPT), the compiled-XLA rows (torch.compile(backend="openxla"), fenced) and
-# HF Llama scanned vs unrolled at 4/16/32 layers (bench/scan_hf.py, issue 29: about 10 more minutes) and
-# the Llama-3-70B-shaped estimate. About 35 minutes here.
+# (2-16 layers of a small GPT), the compiled-XLA rows (torch.compile(backend="openxla"), fenced),
+# HF Llama scanned vs unrolled at 4/16/32 layers and the Llama-3-70B-shaped estimate.
 bench-all: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json bench/results/memory.json --plot bench/results/memory.png
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/depth.py --json bench/results/depth.json --plot bench/results/depth.png
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/openxla.py --json bench/results/openxla.json
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/scan_hf.py --d-model 64 --seq 64 --batch 2 --vocab 256 --json bench/results/scan_hf.json
-	$(PY) bench/estimate_70b.py --json bench/results/estimate_70b.json
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json $(BENCH_OUT)/memory.json --plot $(BENCH_OUT)/memory.png
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/depth.py --json $(BENCH_OUT)/depth.json --plot $(BENCH_OUT)/depth.png
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/openxla.py --json $(BENCH_OUT)/openxla.json
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/scan_hf.py --d-model 64 --seq 64 --batch 2 --vocab 256 --json $(BENCH_OUT)/scan_hf.json
+	$(PY) bench/estimate_70b.py --json $(BENCH_OUT)/estimate_70b.json
 
 # The same memory benchmark on CPU eager (torch SAC runs there: the eager step-time targets).
 bench-cpu: $(STAMP)
-	$(PY) bench/memory.py --device cpu --json bench/results/memory_cpu.json --plot bench/results/memory_cpu.png
+	$(PY) bench/memory.py --device cpu --json $(BENCH_OUT)/memory_cpu.json --plot $(BENCH_OUT)/memory_cpu.png
+
+# Publish: copy what the benchmarks wrote to bench/out/ over the committed results (then commit them).
+bench-publish:
+	test -d $(BENCH_OUT) || { echo "nothing in $(BENCH_OUT)/: run make bench (or bench-all, bench-cpu) first"; exit 1; }
+	find $(BENCH_OUT) -maxdepth 1 \( -name '*.json' -o -name '*.png' \) -exec cp -v {} bench/results/ \;
 
 # Extra pytest arguments, e.g. PYTEST_ARGS="--durations=30". pytest exit 5 (nothing collected) fails
 # make like any other non-zero exit: a tier that selects nothing proves nothing.

@@ -232,9 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"load average {timed['loadavg_before']:.1f} -> {timed['loadavg_after']:.1f} on {os.cpu_count()} CPUs")
     print("\n".join(verdict_lines(flat)))
-    doc = {"environment": memory._environment(argparse.Namespace(device="xla")), "config": vars(a),
-           "rows": rows, "flatness": flat, "flat_tolerance": FLAT_TOLERANCE,
-           "timing": timed}
+    doc = memory.portable({"environment": memory._environment(argparse.Namespace(device="xla")), "config": vars(a),
+                           "rows": rows, "flatness": flat, "flat_tolerance": FLAT_TOLERANCE, "timing": timed})
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:

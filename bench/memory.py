@@ -166,6 +166,24 @@ def _environment(a: argparse.Namespace) -> dict[str, Any]:
     return env
 
 
+def portable(obj: Any) -> Any:
+    """``obj`` with every path under the checkout made relative to it, for results that get committed.
+
+    Workers need absolute paths (they run from any folder); a results file names repository files only,
+    never the folder this checkout happens to sit in.
+
+    Example: ``portable({"config": os.path.join(ROOT, "policies", "full.toml")})`` ->
+    ``{"config": "policies/full.toml"}``.
+    """
+    if isinstance(obj, dict):
+        return {k: portable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str) and obj.startswith(ROOT + os.sep):
+        return os.path.relpath(obj, ROOT)
+    return obj
+
+
 def _memory_key(device: str) -> str:
     return {"xla": "compiled_peak_bytes", "cuda": "device_peak_bytes"}.get(device, "saved_bytes")
 
@@ -282,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
               "(exact), host/step per round over dropout none's, grads against dropout none's")
         print("\n".join(dropout.table(drop)))
     print("\n".join(targets.lines(goals)))
-    doc = {"environment": _environment(a), "config": vars(a), "results": results, "compiled": comp, "dropout": drop,
-           "targets": goals, "timing": {k: v for k, v in timed.items() if k != "entries"}}
+    doc = portable({"environment": _environment(a), "config": vars(a), "results": results, "compiled": comp,
+                    "dropout": drop, "targets": goals, "timing": {k: v for k, v in timed.items() if k != "entries"}})
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
