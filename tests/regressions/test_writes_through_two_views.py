@@ -77,3 +77,24 @@ def test_saved_bytes_agree_across_devices(xla_device, fn) -> None:
         kept[str(dev)] = k.nbytes
         out.sum().backward()
     assert kept["cpu"] == kept[str(xla_device)], kept
+
+
+@pytest.mark.slow  # four compiles: minutes on two loaded cores
+@pytest.mark.usefixtures("fresh_dynamo")
+@pytest.mark.filterwarnings("ignore:xla_ckpt under torch.compile")
+@pytest.mark.parametrize("backend", ["inductor", pytest.param("openxla", marks=pytest.mark.xla)])
+@pytest.mark.parametrize("fn", PROGRAMS[:2], ids=lambda f: f.__name__.strip("_"))
+def test_compiled_writes_through_two_views_give_the_plain_compile(backend, fn) -> None:
+    """The same programs compiled, checkpointed under a policy that saves views, against the plain compile."""
+    if backend == "openxla":
+        import torch_xla
+
+        device = torch_xla.device()
+    else:
+        device = torch.device("cpu")
+    y0 = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
+    ref = grads_of(torch.compile(fn, backend=backend), [y0.clone().to(device).requires_grad_()], [])
+    torch._dynamo.reset()
+    wrapped = torch.compile(lambda y: xla_ckpt.checkpoint(fn, y, policy="everything_saveable"), backend=backend)
+    got = grads_of(wrapped, [y0.clone().to(device).requires_grad_()], [])
+    assert_same(ref, got, names=["y.grad"])
