@@ -48,8 +48,10 @@ def _as_cacheable(d: torch.Tensor, cacheable: bool) -> torch.Tensor:
         return d.view_as(d)
 
 
-def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int]) -> tuple[tuple, dict]:
-    """The replay's arguments; ``same`` gets the ids of the forward's inputs handed over as they are."""
+def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int],
+                   stand_ins: set[Any]) -> tuple[tuple, dict]:
+    """The replay's arguments; ``same`` gets the ids of the forward's inputs handed over as they are,
+    ``stand_ins`` the buffers of the stand-ins for inputs backward never reads."""
     index = {id(t): i for i, t in enumerate(region.inputs) if t is not None}
 
     def start(t: Any) -> Any:
@@ -65,7 +67,9 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int]) 
             if written and requires_grad:
                 with torch.enable_grad():  # fn writes to it (through a view, say): a non-leaf, as for ``written`` below
                     d = d.clone()
-            return _as_cacheable(d, region.input_cacheable[t.index])
+            d = _as_cacheable(d, region.input_cacheable[t.index])
+            stand_ins.add(_xla.buffer_key(d))
+            return d
         if not isinstance(t, torch.Tensor):
             return t
         i = index.get(id(t))
@@ -118,8 +122,9 @@ class Recomputation:
         garbage = self.replay.garbage if self.replay is not None else ()
         if garbage and _xla.buffer_key(t) in garbage:
             raise CheckpointError(
-                "internal: backward would read the output of an op the liveness analysis skipped. Please "
-                "report this with the function; checkpoint(..., verify=True) runs every op and avoids it."
+                "internal: backward would read a value the liveness analysis found unneeded (the output of an op "
+                "it skipped, or a region input). Please report this with the function; checkpoint(..., "
+                "verify=True) runs every op and avoids it."
             )
         d = self.state.outside.kept.get(len(self.outputs))  # an outside tensor: the forward's, as autograd
         if d is None:
@@ -181,8 +186,9 @@ class Recomputation:
             _offload.prefetch(region.host)  # this region's host copies, and the next region's in backward order
             fence = region.backward.fence()
             program = region.backward.program
+            stand_ins: set[Any] = set()
             if program is None:
-                args, kwargs = _replay_inputs(region, fence, self.same)
+                args, kwargs = _replay_inputs(region, fence, self.same, stand_ins)
         if program is not None:
             with contextlib.ExitStack() as stack:
                 for device_type in region.autocast.types:  # the recorded ops are autocast's outputs already
@@ -199,7 +205,7 @@ class Recomputation:
                 "differ from the plain step's. Set the seed or sync before or after the checkpointed call.")
         if fence is not None:
             _barrier(tensors((args, kwargs)) + [fence.zero])
-        replay = self.replay = ReplayMode(region, fence, self)
+        replay = self.replay = ReplayMode(region, fence, self, stand_ins)
         try:
             with contextlib.ExitStack() as stack:
                 if region.outside_written:

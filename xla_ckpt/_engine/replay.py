@@ -42,7 +42,7 @@ def hint(func: Any, module: str) -> str:
 class ReplayMode(TorchDispatchMode):
     """Replays one region's forward; see the module docstring."""
 
-    def __init__(self, region: RegionState, fence: Optional[Fence], owner: Any) -> None:
+    def __init__(self, region: RegionState, fence: Optional[Fence], owner: Any, stand_ins: set[Any]) -> None:
         super().__init__()
         self.region = region
         self.owner = owner  # the recompute this mode runs for (what ``forward.detach_unseen`` looks for)
@@ -51,7 +51,9 @@ class ReplayMode(TorchDispatchMode):
         self.verify = verify
         self.pos = 0
         self.busy = False  # the fence's own adds are not fn's ops
-        self.garbage: set[Any] = set()  # buffers of stand-ins for dead ops (eager)
+        # Buffers of stand-ins (for dead ops' outputs, for inputs backward never reads) and, on XLA, of
+        # their views: what a live op or autograd reads of one is a liveness error, never a value.
+        self.garbage: set[Any] = stand_ins
         self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
         # XLA, when a replayed op reads an outside tensor through views: each view's buffer -> its
         # base's (buffer, tensor), as the forward's dataflow maps them (``_ir.liveness``).
@@ -65,8 +67,12 @@ class ReplayMode(TorchDispatchMode):
         info = op_info(func)
         if info.skipped:
             out = func(*args, **kwargs)
-            if self.bases is not None and not info.propagate:
-                self._alias(args, out)
+            if not info.propagate:
+                if self.bases is not None:
+                    self._alias(args, out)
+                if self.garbage and args and isinstance(args[0], torch.Tensor) and buffer_key(args[0]) in self.garbage:
+                    # A view of a stand-in (XLA: a buffer of its own; eager: the same storage, a no-op).
+                    self.garbage.update([buffer_key(t) for t in tensors(out)])
             return out
         region, pos = self.region, self.pos
         records = region.records
@@ -174,9 +180,10 @@ class ReplayMode(TorchDispatchMode):
             for t in reads:
                 if buffer_key(t) in self.garbage:
                     raise CheckpointError(
-                        f"internal: {func} (module '{rec.module}', op #{pos}) reads the output of an op the "
-                        "liveness analysis skipped. Please report this with the function; checkpoint(..., "
-                        "verify=True) runs every op and avoids it."
+                        f"internal: {func} (module '{rec.module}', op #{pos}) reads a value the liveness analysis "
+                        "found unneeded (the output of an op it skipped, or a region input backward does not read). "
+                        "Please report this with the function; checkpoint(..., verify=True) runs every op and "
+                        "avoids it."
                     )
         out = self._run(func, args, kwargs, rec)
         if rec.draw is not None and self.fence is not None:

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 import torch
 
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._ir.liveness import INPUT, Dataflow
 from xla_ckpt._policy.plan import RegionView, check_plan
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._ir.record import fn_name as _name, tensors
@@ -134,21 +134,25 @@ def _undrawn(region: RegionState, pos: int) -> bool:
 
 
 def _dead_after_undrawn(region: RegionState, flow: Dataflow, lv: Any) -> None:
-    """XLA: the recomputed positions that read a dropped random op's output (through others) are dead.
+    """XLA: the recomputed positions that read a dropped random op's output or an input the region lets
+    go (through others) are dead: the general replay runs them on stand-ins, and what they make is a
+    stand-in too (``ReplayMode.garbage``), which a live op or autograd must never read.
 
     So is a recomputed random op nothing backward needs: the general replay runs it from its forward
     state without checking where its draw ends (a draw whose count depends on its inputs, the rejection
     sampling of ``_standard_gamma`` on torch's CPU generator, reads stand-ins of the inputs the region
-    let go: a false CheckpointError before, found by the fuzz).
+    let go).
     """
     records = region.records
     for p, rec in enumerate(records):
         if rec.live and rec.draw is not None and p not in lv.live and p not in lv.cached:
             region.dead(p)
     dead = {p for p, rec in enumerate(records) if not rec.live}  # dropped or unneeded random ops
+    if not flow.shared_inputs:  # inputs that share a buffer are all kept (``keep_only_live``)
+        dead.update(INPUT - i for i, t in enumerate(region.inputs) if t is not None and i not in lv.inputs)
     if not dead:
         return
-    for p in range(min(dead) + 1, len(records)):
+    for p in range(max(min(dead) + 1, 0), len(records)):
         if records[p].live and p not in lv.live and p not in lv.cached and not dead.isdisjoint(flow.deps[p]):
             region.dead(p)
             dead.add(p)
