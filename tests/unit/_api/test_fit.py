@@ -40,7 +40,7 @@ def _hf(arch: str):  # noqa: ANN202
     pytest.param("llama", _hf("llama"), 1, 6, marks=pytest.mark.slow),
     pytest.param("gemma2", _hf("gemma2"), 2, 12, marks=pytest.mark.slow),  # sliding/full attention alternate
 ])
-@pytest.mark.parametrize("config", ["full", "megatron_selective", BUDGET])
+@pytest.mark.parametrize("config", ["full", "megatron_selective", "names", BUDGET])
 def test_scaled_equals_whole_model(name: str, build, period: int, n: int, config) -> None:  # noqa: ANN001
     model, args, kwargs = build(n)
     whole = xla_ckpt.estimate(model, *args, config=config, **kwargs)
