@@ -117,7 +117,8 @@ def test_attention_defaults_to_the_chips_kernel_and_says_so(on_v5e) -> None:  # 
     assert "(assumed for an XLA chip: PyTorch/XLA lowers SDPA" in str(on_v5e)
     assert [default_attention(c)[0] for c in CHIPS] == ["flash" if not CHIPS[c].xla else "math" for c in CHIPS]
     assert default_attention("h200")[0] == "flash" and default_attention("v5p")[0] == "math"
-    assert default_attention(None) == ("math", default_attention(None)[1]) and "no chip named" in default_attention(None)[1]
+    kernel, why = default_attention(None)
+    assert kernel == "math" and why.startswith("assumed: no chip named")
     assert default_attention(None, on_xla=True)[1].startswith("assumed for an XLA chip")
     gpu = fit(_config(), seq=SEQ, chip="h100", budgets=())
     assert gpu.attention == "flash" and "(the default on h100: PyTorch's SDPA runs a fused kernel" in str(gpu)
