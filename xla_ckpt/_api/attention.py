@@ -1,4 +1,4 @@
-"""The attention kernel an estimate models: ``math`` SDPA (the default) or a fused ``flash`` kernel.
+"""The attention kernel an estimate models: ``math`` SDPA or a fused ``flash`` kernel, and which a chip runs.
 
 On meta (and on XLA, which lowers ``scaled_dot_product_attention`` through the same math composite)
 SDPA runs as matmuls and a softmax, upcast to fp32 for bf16/fp16 inputs: autograd keeps the fp32
@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["ATTENTION", "FusedAttention", "check_attention"]
+from xla_ckpt._api.chips import CHIPS
+
+__all__ = ["ATTENTION", "FusedAttention", "check_attention", "default_attention"]
 
 # name -> what it models (fit's report prints it).
 ATTENTION = {
@@ -36,6 +38,29 @@ def check_attention(attention: str, who: str) -> str:
         raise ValueError(f"{who}: attention={attention!r}; allowed: {', '.join(repr(k) for k in ATTENTION)} "
                          f"({'; '.join(f'{k}: {v}' for k, v in ATTENTION.items())})")
     return attention
+
+
+def default_attention(chip: Optional[str], on_xla: bool = False) -> tuple[str, str]:
+    """The kernel a training step on ``chip`` runs for ``F.scaled_dot_product_attention``, and why (a phrase).
+
+    On a GPU, PyTorch's SDPA dispatches to a fused kernel (FlashAttention, or memory-efficient attention,
+    which keeps the same). On a TPU, PyTorch/XLA lowers SDPA to matmuls and a softmax and turns XLA's
+    flash-attention rewrite off (``xla_tpu_enable_flash_attention=false`` in ``torch_xla/__init__.py``),
+    so the probabilities are kept unless the model calls Pallas flash attention itself. With no chip
+    named, math is the assumption that does not underestimate.
+
+    Example:
+        >>> default_attention("h100")[0], default_attention("v5e")[0]
+        ('flash', 'math')
+    """
+    if chip in CHIPS and not CHIPS[chip].xla:
+        return "flash", (f"the default on {chip}: PyTorch's SDPA runs a fused kernel on CUDA; "
+                         "attention='math' / --attention math to estimate the math path")
+    if chip in CHIPS or on_xla:
+        return "math", ("assumed for an XLA chip: PyTorch/XLA lowers SDPA to matmuls and a softmax; pass "
+                        "attention='flash' / --attention flash if the model calls Pallas flash attention")
+    return "math", ("assumed: no chip named; pass attention='flash' / --attention flash for a fused kernel "
+                    "(FlashAttention)")
 
 
 def _grouped(t: torch.Tensor, heads: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
 from xla_ckpt._api.attention import FusedAttention, check_attention
 from xla_ckpt._api.device_forms import DeviceForms, check_device
+from xla_ckpt._api.hf_config import hf_config_data, hf_meta_model, is_hf_config
 from xla_ckpt._base.compat import backward_keeping_function_modes
 from xla_ckpt._api.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
@@ -44,6 +45,8 @@ class Estimate:
         by_op: ``activation_bytes`` per producing op, largest first.
         forward_flops, backward_flops: torch's ``FlopCounterMode`` count of the forward and of the
             backward without the recomputation; ``recompute_flops``: the recomputation alone.
+        by_tag: ``activation_bytes`` per ``xla_ckpt.tag`` name of the kept values (empty: nothing kept
+            was tagged, e.g. a name policy on a model that tags nothing).
     """
 
     activation_bytes: int
@@ -53,6 +56,7 @@ class Estimate:
     forward_flops: int
     backward_flops: int
     recompute_flops: int
+    by_tag: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def recompute_share(self) -> float:
@@ -120,13 +124,26 @@ def _backward_roots(out: Any) -> list[torch.Tensor]:
     return [t for t in tree_leaves(values) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = None, attention: str = "math",
+def _model(model: Any) -> nn.Module:
+    """``model`` itself, or the causal LM a transformers config object describes (on meta)."""
+    if isinstance(model, nn.Module):
+        return model
+    if not is_hf_config(model):
+        raise TypeError(f"xla_ckpt.estimate: model must be a torch.nn.Module or a transformers config object "
+                        f"(LlamaConfig(...)), got {type(model).__module__}.{type(model).__qualname__} "
+                        "(xla_ckpt.fit takes a config.json path, a dict or a Hub id, with seq= and batch=)")
+    return hf_meta_model(hf_config_data(model, "xla_ckpt.estimate")[0])
+
+
+def estimate(model: Any, *args: Any, config: Any = None, policy: Any = None, attention: str = "math",
              device: str = "cpu", **kwargs: Any) -> Estimate:
     """Activation bytes and FLOPs of one training step of ``model(*args, **kwargs)``, on the meta device.
 
     Args:
         model: any module; built under ``torch.device("meta")`` or from a config with no weights is
-            the normal case (a model with real weights is copied to meta; it is never changed).
+            the normal case (a model with real weights is copied to meta; it is never changed). Or a
+            transformers config object (``LlamaConfig(...)``): the causal LM
+            ``AutoModelForCausalLM.from_config`` builds from it, on meta, in training mode, cache off.
         *args, **kwargs: the model's inputs (tensors are moved to meta; their values are not read).
         config: what :func:`xla_ckpt.apply` takes (preset name, file, dict, ``Config``), applied to a copy.
         policy: a policy value or name, put on every transformer block (:func:`xla_ckpt.find_blocks`).
@@ -148,13 +165,12 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         >>> est = xla_ckpt.estimate(model, idx, idx, config="megatron_selective")
         >>> est.activation_bytes, est.recompute_flops
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"xla_ckpt.estimate: model must be a torch.nn.Module, got {type(model).__name__}")
     if config is not None and policy is not None:
         raise ValueError("xla_ckpt.estimate: give config= or policy=, not both (a policy alone goes on every block)")
     pol = resolve(policy) if policy is not None else None  # bad names raise here, before any copy
     check_attention(attention, "xla_ckpt.estimate")
     check_device(device, "xla_ckpt.estimate")
+    model = _model(model)
     shadow = meta_copy(model)
     if config is not None:
         import warnings  # noqa: PLC0415
@@ -212,4 +228,5 @@ def estimate(model: nn.Module, *args: Any, config: Any = None, policy: Any = Non
         forward_flops=forward,
         backward_flops=backward,
         recompute_flops=counter.recompute,
+        by_tag=report.by_tag(),
     )

@@ -9,16 +9,16 @@ those that fit, with the headroom it leaves.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import os
+import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
-from torch import nn
 
-from xla_ckpt._api.attention import ATTENTION, check_attention
+from xla_ckpt._api.attention import ATTENTION, check_attention, default_attention
 from xla_ckpt._api.device_forms import DEVICES, check_device
 from xla_ckpt._api.chips import CHIPS, GIB
 from xla_ckpt._api.config import Config
@@ -26,7 +26,10 @@ from xla_ckpt._api.config_dump import config_data
 from xla_ckpt._api.config_load import load_config
 from xla_ckpt._base.presets import preset_names
 from xla_ckpt._api.blocks import find_blocks
+from xla_ckpt._api.hf_config import hf_builder
 from xla_ckpt._api.scale import estimate_layers, recompute_working_bytes
+from xla_ckpt._base.warn import forgetting
+from xla_ckpt._ir.opcall import selects_by_tag
 
 __all__ = ["FitRow", "FitReport", "fit", "hf_builder", "DTYPES", "XLA_BAND", "DEFAULT_BUDGETS"]
 
@@ -54,6 +57,8 @@ class FitRow:
     recompute_share: float
     extrapolated: bool
     config: Config = field(default_factory=Config, repr=False)  # what ``apply`` takes for this row
+    # Why the row is not a candidate although it may fit (a name policy on a model that tags nothing).
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class FitReport:
     band: Optional[tuple[float, float]]
     reserve: float
     attention: str = "math"  # the attention kernel the activations are estimated with (estimate's attention=)
+    attention_note: str = ""  # why this kernel: the chip's default, an assumption, or as given
     device: str = "cpu"  # whose dropout / LayerNorm forms the activations are estimated with (estimate's device=)
     rows: list[FitRow] = field(default_factory=list)
     # The config of the least-recompute row that fits (``apply(model, report.recommended)``), and its label.
@@ -105,8 +111,8 @@ class FitReport:
         if self.band is not None:
             lines.append(f"XLA chip: activations charged x{self.band[1]:.2f} (the upper end of the measured "
                          f"XLA:CPU band {self.band[0]:.2f}-{self.band[1]:.2f}, docs/estimate.md)")
-        lines.append(f"attention: {self.attention}, {ATTENTION[self.attention]}" + (
-            " (the default; --attention flash / attention='flash' for a fused kernel)" if self.attention == "math" else ""))
+        lines.append(f"attention: {self.attention}, {ATTENTION[self.attention]}"
+                     + (f" ({self.attention_note})" if self.attention_note else ""))
         lines.append(f"device forms: {self.device}, {DEVICES[self.device]}" + (
             " (the default for this chip: cuda on a GPU chip; cpu, the forms the XLA band was measured against, "
             "otherwise; --device / device= to change)" if self.device == _default_device(self.chip) else ""))
@@ -118,7 +124,7 @@ class FitReport:
         for r in self.rows:
             lines.append(f"{r.policy:20s} {g(r.activation_bytes):>12s} {g(r.working_bytes):>12s} {g(r.charged_bytes):>12s} "
                          f"{g(r.total_bytes):>12s} {g(r.headroom_bytes):>12s}  {r.recompute_share:8.1%}   "
-                         f"{'yes' if r.fits else 'NO'}")
+                         f"{'yes' if r.fits else 'NO'}" + (f"   ({r.note})" if r.note else ""))
         if self.recommended is None:
             lines.append("no policy fits: add chips (FSDP shards the static part), lower the per-chip batch or "
                          "the sequence length, or offload activations to the host")
@@ -127,46 +133,6 @@ class FitReport:
             lines.append(f"recommended: {best.policy} (least recompute that fits: {best.recompute_share:.1%} of the "
                          f"step's FLOPs), headroom {best.headroom_bytes / GIB:.2f} GiB per chip")
         return "\n".join(lines)
-
-
-def _period(cfg: Any) -> int:
-    types = getattr(cfg, "layer_types", None)
-    if not types:
-        return 1
-    return next(p for p in range(1, len(types) + 1) if all(t == types[i % p] for i, t in enumerate(types)))
-
-
-def hf_builder(config: Union[str, os.PathLike[str], Mapping[str, Any]], batch: int, seq: int,
-               dtype: torch.dtype) -> tuple[Callable[[int], tuple[nn.Module, tuple, dict]], int, int, str]:
-    """``(n -> meta model of n layers with inputs, layers, period, name)`` from a Hugging Face config.
-
-    ``config``: a ``config.json`` path (or its folder), or the dict it holds (``model_type`` included).
-    """
-    import transformers  # noqa: PLC0415
-
-    if isinstance(config, Mapping):
-        data = dict(config)
-    else:
-        path = os.fspath(config)
-        path = os.path.join(path, "config.json") if os.path.isdir(path) else path
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    if "model_type" not in data:
-        raise ValueError("fit: the Hugging Face config has no 'model_type' (llama, mistral, ...); add it")
-    base = transformers.AutoConfig.for_model(**data)
-    n_layers, period = int(base.num_hidden_layers), _period(base)
-    types = list(getattr(base, "layer_types", None) or [])
-
-    def build(n: int) -> tuple[nn.Module, tuple, dict]:
-        extra = {"layer_types": types[:n]} if types else {}
-        cfg = transformers.AutoConfig.for_model(**{**data, "num_hidden_layers": n, **extra})
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(cfg)
-        model = model.to(dtype).train()
-        ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-        return model, (), {"input_ids": ids, "labels": ids}
-
-    return build, n_layers, period, data.get("_name_or_path") or data["model_type"]
 
 
 def arch_config(arch: str, hidden: int, layers: int, heads: int, kv_heads: Optional[int], mlp: Optional[int],
@@ -206,23 +172,26 @@ def _default_device(chip: Optional[str]) -> str:
     return "cuda" if chip in CHIPS and not CHIPS[chip].xla else "cpu"
 
 
-def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, batch: int = 1, chips: int = 1,
+def fit(config: Any, *, seq: int, batch: int = 1, chips: int = 1,
         chip: Optional[str] = None, hbm_gib: Optional[float] = None, param_dtype: str = "bf16",
         optim_dtype: str = "fp32", fsdp: Optional[int] = None, budgets: Sequence[float] = DEFAULT_BUDGETS,
-        reserve: float = 0.05, xla: Optional[bool] = None, attention: str = "math",
+        reserve: float = 0.05, xla: Optional[bool] = None, attention: Optional[str] = None,
         device: Optional[str] = None) -> FitReport:
     """Per-chip memory of training ``config`` under every preset and budget; the least-recompute fit.
 
     Args:
-        config: a Hugging Face ``config.json`` path or dict (``arch_config`` makes one from sizes).
+        config: a Hugging Face config: a transformers config object (``LlamaConfig(...)``), a
+            ``config.json`` path or its folder, a Hub id, or the dict a ``config.json`` holds
+            (``arch_config`` makes one from sizes).
         seq, batch: sequence length and per-chip batch. chips: how many; fsdp: the FSDP sharding
             degree (default: all chips; 1 = replicated).
         chip: a name in ``xla_ckpt._api.chips.CHIPS`` (v4, v5e, v5p, v6e, h100, h200), or hbm_gib.
         param_dtype: parameters, gradients and activations; optim_dtype: Adam's two moments, plus a
             master copy of the weights when wider than param_dtype.
         reserve: fraction of HBM kept free for the runtime. xla: apply the XLA band (default: the chip's kind).
-        attention: ``"math"`` (default: SDPA as XLA lowers it, the probabilities kept) or ``"flash"`` (a fused
-            kernel: Q, K, V, output and log-sum-exp kept); see ``xla_ckpt.estimate``.
+        attention: ``"math"`` (SDPA as XLA lowers it, the probabilities kept) or ``"flash"`` (a fused kernel:
+            Q, K, V, output and log-sum-exp kept); see ``xla_ckpt.estimate``. Default: what the chip runs
+            (``default_attention``: flash on a GPU, math on a TPU), stated on the report's ``attention:`` line.
         device: the dropout / LayerNorm forms estimated (``xla_ckpt.estimate``'s ``device=``); default
             ``"cuda"`` on a GPU chip, else ``"cpu"`` (on XLA chips the band was measured against those forms).
 
@@ -238,6 +207,10 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
     for name, d in (("param_dtype", param_dtype), ("optim_dtype", optim_dtype)):
         if d not in DTYPES:
             raise ValueError(f"fit: {name}={d!r}; allowed: {', '.join(DTYPES)}")
+    if attention is None:
+        attention, attention_note = default_attention(chip, on_xla=bool(xla))
+    else:
+        attention_note = "as given"
     check_attention(attention, "fit")
     device = check_device(_default_device(chip) if device is None else device, "fit")
     fsdp = chips if fsdp is None else fsdp
@@ -266,20 +239,40 @@ def fit(config: Union[str, os.PathLike[str], Mapping[str, Any]], *, seq: int, ba
         model=name, chip=chip or f"{hbm_gib:g} GiB", hbm_bytes=hbm, chips=chips, fsdp=fsdp, batch=batch, seq=seq,
         n_params=n_params, param_bytes=n_params * psize // fsdp, grad_bytes=n_params * psize // fsdp,
         optimizer_bytes=n_params * (2 * osize + master) // fsdp, gather_bytes=2 * block * psize if fsdp > 1 else 0,
-        band=band, reserve=reserve, attention=attention, device=device)
+        band=band, reserve=reserve, attention=attention, attention_note=attention_note, device=device)
     usable = int(hbm * (1 - reserve))
-    unchecked, _ = estimate_layers(build, n_layers, period, config="none", attention=attention, device=device)
+    how = dict(attention=attention, device=device)
+    unchecked, _ = estimate_layers(build, n_layers, period, config="none", **how)
     for label, cfg in _policies(budgets):
-        est, scaled = ((unchecked, True) if label == "none"
-                       else estimate_layers(build, n_layers, period, config=cfg, attention=attention, device=device))
+        by_tag = _selects_by_tag(cfg)
+        with _quiet_untagged() if by_tag else contextlib.nullcontext():
+            est, scaled = ((unchecked, True) if label == "none"
+                           else estimate_layers(build, n_layers, period, config=cfg, **how))
         working = recompute_working_bytes(est, unchecked, blocks)
         charged = int((est.activation_bytes + working) * (band[1] if band else 1.0))
         total = report.static_bytes + charged
+        note = ("no value of this model is tagged (xla_ckpt.tag): keeps what full keeps; not recommended"
+                if by_tag and not est.by_tag else "")
         report.rows.append(FitRow(label, est.activation_bytes, working, charged, total, usable - total,
-                                  total <= usable, est.recompute_flops, est.recompute_share, scaled, cfg))
-    report.rows.sort(key=lambda r: (r.recompute_flops, r.total_bytes))
-    fitting = [r for r in report.rows if r.fits]
+                                  total <= usable, est.recompute_flops, est.recompute_share, scaled, cfg, note))
+    # Least recompute first: FLOPs, then (at equal FLOPs, e.g. only elementwise ops recomputed) the row that
+    # keeps the most, since what it does not keep it recomputes; `none` leads whenever it fits.
+    report.rows.sort(key=lambda r: (r.recompute_flops, -r.activation_bytes, r.total_bytes))
+    fitting = [r for r in report.rows if r.fits and not r.note]
     if not fitting:
         return report
     return dataclasses.replace(report, recommended=_recommendation(report, fitting[0]),
                                recommended_policy=fitting[0].policy)
+
+
+def _selects_by_tag(cfg: Config) -> bool:
+    return any(selects_by_tag(rule.policy.build()) for rule in cfg.checkpoint if rule.enabled)
+
+
+@contextlib.contextmanager
+def _quiet_untagged() -> Iterator[None]:
+    """The engine's notice that a name policy met no tag, left out of fit's own estimates (the row says it
+    instead); ``forgetting`` keeps it due for the user's own model later in the process."""
+    with forgetting(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"xla_ckpt: the policy .* selects values by tag name")
+        yield

@@ -76,9 +76,11 @@ def estimate_layers(build: Build, n_layers: int, period: int = 1, **how: Any) ->
     out2, lay2 = _split(e2.by_module, prefix)
     ops_d1 = {k: e1.by_op.get(k, 0) - e0.by_op.get(k, 0) for k in set(e0.by_op) | set(e1.by_op)}
     ops_d2 = {k: e2.by_op.get(k, 0) - e1.by_op.get(k, 0) for k in set(e1.by_op) | set(e2.by_op)}
+    tags_d1 = {k: e1.by_tag.get(k, 0) - e0.by_tag.get(k, 0) for k in set(e0.by_tag) | set(e1.by_tag)}
+    tags_d2 = {k: e2.by_tag.get(k, 0) - e1.by_tag.get(k, 0) for k in set(e1.by_tag) | set(e2.by_tag)}
     # Layers in one period of the deepest sample must repeat the same layers of the middle one.
     shifted = {(i + period, s): n for (i, s), n in lay1.items() if i >= b}
-    ok = (d1 == d2 and out0 == out1 == out2 and ops_d1 == ops_d2 and prefix is not None
+    ok = (d1 == d2 and out0 == out1 == out2 and ops_d1 == ops_d2 and tags_d1 == tags_d2 and prefix is not None
           and all(lay2.get(k) == n for k, n in shifted.items()) and len(lay2) == len(lay1) + len(shifted))
     if not ok:
         return _run(build, n_layers, how)[0], False
@@ -96,9 +98,11 @@ def estimate_layers(build: Build, n_layers: int, period: int = 1, **how: Any) ->
             if j == src:
                 by_module[f"{prefix}.{i}{s}"] = n
     by_op = {key: e0.by_op.get(key, 0) + k * ops_d1[key] for key in ops_d1}
+    by_tag = {key: e0.by_tag.get(key, 0) + k * tags_d1[key] for key in tags_d1}
     fields = {f: getattr(e0, f) + k * d for f, d in zip(_FIELDS, d1)}
     est = Estimate(by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-                   by_op=dict(sorted(((o, n) for o, n in by_op.items() if n), key=lambda kv: -kv[1])), **fields)
+                   by_op=dict(sorted(((o, n) for o, n in by_op.items() if n), key=lambda kv: -kv[1])),
+                   by_tag=dict(sorted(((t, n) for t, n in by_tag.items() if n), key=lambda kv: -kv[1])), **fields)
     assert sum(est.by_module.values()) == est.activation_bytes, "internal: by_module does not add up"
     return est, True
 

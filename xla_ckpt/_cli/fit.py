@@ -16,6 +16,7 @@ __all__ = ["main"]
 
 EXAMPLE = """examples:
   python -m xla_ckpt fit --hf-config bench/configs/llama3_70b.json --seq 8192 --batch 1 --chips 64 --chip v5p
+  python -m xla_ckpt fit --hf-config meta-llama/Meta-Llama-3-8B --seq 8192 --chips 8 --chip h100
   python -m xla_ckpt fit --arch llama --hidden 4096 --layers 32 --heads 32 --kv-heads 8 --mlp 14336 \\
       --vocab 128256 --seq 8192 --batch 1 --chips 8 --chip v5e --json
   python -m xla_ckpt fit --hf-config config.json --seq 4096 --chips 8 --chip v5e --write ckpt.toml
@@ -29,7 +30,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                 description="Which checkpoint policy fits a model's training step on given chips "
                                             "(estimated on the meta device: nothing is allocated).")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--hf-config", help="a Hugging Face config.json (or its folder)")
+    src.add_argument("--hf-config", metavar="PATH_OR_HUB_ID",
+                     help="a Hugging Face config.json, its folder, or a Hub id (meta-llama/Meta-Llama-3-8B: read "
+                     "with transformers.AutoConfig.from_pretrained, which needs the network or its cache)")
     src.add_argument("--arch", choices=DECODERS, help="a built-in decoder architecture, with the sizes below")
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--layers", type=int, default=32)
@@ -50,9 +53,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--fsdp", type=int, default=None, help="FSDP sharding degree (default: --chips; 1: replicated)")
     p.add_argument("--budgets", type=float, nargs="*", default=list(DEFAULT_BUDGETS),
                    help="memory_budget fractions to try besides the presets")
-    p.add_argument("--attention", choices=list(ATTENTION), default="math",
+    p.add_argument("--attention", choices=list(ATTENTION), default=None,
                    help="attention kernel the activations are estimated with: " + "; ".join(
-                       f"{k}: {v}" for k, v in ATTENTION.items()) + " (default: math)")
+                       f"{k}: {v}" for k, v in ATTENTION.items()) + " (default: what the chip runs: flash on a "
+                   "GPU, math on a TPU or an unnamed chip; the report's attention: line says which and why)")
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="dropout / LayerNorm forms the activations are estimated with (default: cuda on a GPU "
                    "chip, else cpu, the forms the XLA band was measured against): " + "; ".join(

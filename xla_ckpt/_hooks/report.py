@@ -150,6 +150,10 @@ class SavedReport:
         """Counted bytes per producing op (the saved tensor's ``grad_fn``), largest first."""
         return self._group("grad_fn")
 
+    def by_tag(self) -> dict[str, int]:
+        """Counted bytes per ``xla_ckpt.tag`` name, largest first (untagged values left out)."""
+        return {k: n for k, n in self._group("tag").items() if k is not None}
+
     def by_kind(self) -> dict[str, int]:
         """Counted bytes per kind, ``"offloaded"`` (host bytes) included."""
         out = self._group("kind")

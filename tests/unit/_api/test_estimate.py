@@ -168,3 +168,22 @@ def test_bad_arguments_raise_before_anything() -> None:
         xla_ckpt.estimate(lambda x: x, *args)
     with pytest.raises(ValueError, match="find_blocks found none"):
         xla_ckpt.estimate(torch.nn.Linear(4, 4), torch.randn(2, 4), policy="dots_saveable")
+
+
+def test_estimate_page_counts_come_from_the_code() -> None:
+    """docs/estimate.md's counts are the code's: the architectures exact on meta, those that cannot run
+    there, and the policies ``fit`` tries (every preset and the default budgets)."""
+    import os
+
+    from helpers import ROOT_DIR
+    from xla_ckpt._api.fit import DEFAULT_BUDGETS
+    from xla_ckpt._base.presets import preset_names
+
+    with open(os.path.join(ROOT_DIR, "docs", "estimate.md"), encoding="utf-8") as f:
+        text = f.read()
+    total, exact = len(hf_models.ARCHS), len(hf_models.ARCHS) - len(DATA_DEPENDENT)
+    claims = re.findall(r"(\d+) of the (\d+) architectures", text)
+    assert len(claims) >= 2 and set(claims) == {(str(exact), str(total))}, claims
+    assert not re.search(r"\ball \d+ architectures", text)
+    assert re.findall(r"BART and (\d+) mixture-of-experts", text) == [str(len(DATA_DEPENDENT - {"bart"}))]
+    assert set(re.findall(r"(\d+) policies", text)) == {str(len(preset_names()) + len(DEFAULT_BUDGETS))}
