@@ -26,9 +26,12 @@ from xla_ckpt._compile.deferred import Deferred
 from xla_ckpt._compile.input_writes import InputWrites
 from xla_ckpt._compile.names import call_site_name, child, module_entries
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._ir.record import draws, op_info
+from xla_ckpt._policy.decide import Why, decide
 from xla_ckpt._policy.plan import plans
+
+_WHERE = "checkpoint policy (torch.compile)"
 
 __all__ = ["Lowering", "mark_of", "recorded", "warn_old_torch", "TAG_KEY"]
 
@@ -140,6 +143,7 @@ class Lowering:
                 self._maybe_tag(new_nodes)
             return CheckpointPolicy.PREFER_RECOMPUTE
         info = op_info(op)
+        keep = False  # rule 1 of ``decide``: the forward's values must be kept
         if info.random:  # the op's tag; whether this call draws is ``draws`` (SDPA at dropout_p=0 does not)
             if not _traced(args, kwargs) and draws(info, args, kwargs):
                 # Real tensors: torch's SAC runs at step time (backend="eager", no AOTAutograd), and
@@ -163,39 +167,37 @@ class Lowering:
                 # where the eager engine replays the RNG. (Dropout's output is what the next op
                 # reads anyway.) By the op's tag, not the call's: the partitioner functionalises every
                 # tagged op marked for recompute (functionalize_rng_ops), drawing or not.
-                return CheckpointPolicy.MUST_SAVE
-            if _inference_graph():
-                # No backward (nothing the region returns needs a gradient): nothing is recomputed, but
-                # newer torch (2.15) runs its forward-loss-backward remat pass on such a graph, which refuses a
-                # random op marked for recompute (a RuntimeError where the plain compile runs; torch's
-                # own checkpoint too). Saved, the op just runs: the same numbers.
-                return CheckpointPolicy.MUST_SAVE
+                keep = True
+            # No backward (nothing the region returns needs a gradient): nothing is recomputed, but newer
+            # torch (2.15) runs its forward-loss-backward remat pass on such a graph, which refuses a random
+            # op marked for recompute (a RuntimeError where the plain compile runs; torch's own checkpoint
+            # too). Saved, the op just runs: the same numbers.
+            keep = keep or _inference_graph()
         meta = _compat.current_node_meta()
         mutable = op._schema.is_mutable
-        if mutable and self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes):
-            return CheckpointPolicy.MUST_SAVE  # never recomputed from the input it wrote (_compile.input_writes)
-        if self.save_all:  # unmarked for the min-cut: partitioned as the plain compile (``_compile.marks``)
+        # Never recomputed from the input it wrote (``_compile.input_writes``).
+        keep = keep or (mutable and self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes))
+        if self.save_all and not keep:  # unmarked for the min-cut: partitioned as the plain compile (``_compile.marks``)
             return CheckpointPolicy.PREFER_SAVE
-        if mutable:
+        call = CompiledOpCall(op, args, kwargs, getattr(ctx, "op_output", None), self.module_name(meta))
+        decision, why = decide(self.policy, call, keep, mutable, self.planner, _WHERE)
+        if why is Why.KEEP:
+            return CheckpointPolicy.MUST_SAVE
+        if why is Why.WRITES:
             return CheckpointPolicy.MUST_RECOMPUTE  # a mutation must re-run on the recomputed tensors
-        if self.planner:
+        if why is Why.PLANNED:
             # Decided with the whole region, on the joint graph before the min-cut (``_compile.budget``):
             # PREFER_SAVE until then, a mark the min-cut ignores (unplanned, the region runs unmarked).
             # Whether it is recomputed is not known yet: its reads count as a recomputed op's.
             register_region(meta.get("ac_graph_id"), self.policy)
-            self.input_writes.read(op, args, kwargs, self.module_name(meta))
+            self.input_writes.read(op, args, kwargs, call.module)
             return CheckpointPolicy.PREFER_SAVE
-        out = getattr(ctx, "op_output", None)
-        call = CompiledOpCall(op, args, kwargs, out, self.module_name(meta))
-        decided = _Decided(call, self._ask(call), new_nodes)
+        decided = _Decided(call, decision, new_nodes)
         self.decided.append(decided)
         self.pending = decided
-        if not decided.decision.keeps:
+        if not decision.keeps:
             self.input_writes.read(op, args, kwargs, call.module)
-        return mark_of(decided.decision)
-
-    def _ask(self, call: OpCall) -> Decision:
-        return ask(self.policy, call, "checkpoint policy (torch.compile)")
+        return mark_of(decision)
 
     def _new_nodes(self) -> list[Any]:
         """FX nodes traced since the previous op (torch >= 2.13 asks after the op: they are its nodes)."""
@@ -233,7 +235,7 @@ class Lowering:
         if src is None or src not in pending.nodes:
             return  # the tagged value was not made by the latest op (as in eager: the tag is ignored)
         pending.call = replace(pending.call, tag=name)
-        pending.decision = self._ask(pending.call)
+        pending.decision = decide(self.policy, pending.call, False, False, False, _WHERE)[0]
         # torch marked the op's nodes already; the decision with the tag replaces that mark.
         for n in pending.nodes:
             if "recompute" in n.meta:

@@ -24,7 +24,9 @@ from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
+from xla_ckpt._base.errors import CheckpointError
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._policy.decide import Why, decide
 from xla_ckpt._ir.record import OpInfo, Record, out_scan, tensors
 from xla_ckpt._ir.replay_state import Draw
 from xla_ckpt._policy.plan import plans
@@ -32,6 +34,7 @@ from xla_ckpt._policy.plan import plans
 __all__ = ["Forward", "Slot", "detach_unseen", "engine_off"]
 
 SAVE, RECOMPUTE = Decision.SAVE, Decision.RECOMPUTE
+PLANNED = Why.PLANNED
 FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
 
 # The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
@@ -89,7 +92,9 @@ def engine_off(owner: Any) -> Iterator[None]:
     yield
 
 
-Pending = tuple[OpCall, Policy, OpInfo, tuple, Optional[Draw], tuple, tuple]
+# The policy deciding an op, and whether it plans the whole region (``_policy.plan.plans``, once per policy).
+Deciding = tuple[Policy, bool]
+Pending = tuple[OpCall, Deciding, OpInfo, tuple, Optional[Draw], tuple, tuple]
 
 
 class _Unpacks(Protocol):
@@ -125,7 +130,7 @@ class Forward:
     def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
         self.state = state
         self.owner = owner
-        self.policies = [policy]
+        self.policies: list[Deciding] = [(policy, plans(policy))]
         # The latest op, decided when the next arrives (so a tag on its output can still name it).
         self.pending: Optional[Pending] = None
         self.pending_written = False  # the pending op's output was written in place before its decision
@@ -153,9 +158,10 @@ class Forward:
     @contextlib.contextmanager
     def nested(self, policy: Policy) -> Iterator[None]:
         """A ``checkpoint`` call inside this region: its ops are decided under ``policy``."""
-        if plans(policy) and self.calls is None:
+        planning = plans(policy)
+        if planning and self.calls is None:
             self.calls = [None] * len(self.state.records)  # ops before this one are not the planner's
-        self.policies.append(policy)
+        self.policies.append((policy, planning))
         try:
             yield
         finally:
@@ -204,27 +210,26 @@ class Forward:
             written_, self.pending_written = self.pending_written, False
             self._decide(*pending, written=written_)
 
-    def _decide(self, call: OpCall, policy: Policy, info: OpInfo, versions: tuple, draw: Optional[Draw],
+    def _decide(self, call: OpCall, deciding: Deciding, info: OpInfo, versions: tuple, draw: Optional[Draw],
                 sig: tuple, meta: tuple, written: bool = False) -> None:
         state = self.state
-        planner = False
-        if info.mutable or written:
-            decision = RECOMPUTE  # a mutation must re-run on the replayed tensors
-        elif draw is not None and draw.lost:
-            decision = SAVE  # a draw no generator can make again (XLA's randperm): only the forward's values
-        elif plans(policy):
-            planner, decision = True, SAVE  # decided with the whole region at the end of forward
-        else:
-            decision = policy(call)
-            if decision.__class__ is not Decision:  # ``ask``'s check, inline: this is the per-op path
-                raise not_a_decision(policy, call, decision, "checkpoint policy")
+        policy, planning = deciding
+        writes = info.mutable or written  # replayed on the recomputed tensors, never saved (``_ir.liveness``)
+        # A draw no generator can make again (XLA's randperm): only the forward's values.
+        lost = draw is not None and draw.lost
+        if lost and writes:
+            raise CheckpointError(
+                f"{call.op} in module '{call.module}' writes in place with random numbers no generator can draw "
+                "again (on XLA: randperm), so the recomputation can neither repeat nor keep the write. Write the "
+                "result with a separate op (t.copy_(torch.randperm(n))), or call it outside the checkpointed function.")
+        decision, why = decide(policy, call, lost, writes, planning)
         spec = self.recompute_spec  # inline, no call per op: this is the per-op path
         rec = Record(call.op, info, decision, sig, meta, call.module, call.tag, draw,
                      None if (spec is None or decision is not RECOMPUTE) else spec(call.out))
         pos, cached = state.record(rec, call.out, versions)
         if self.calls is not None:
             self.calls.append(call)
-        if planner:
+        if why is PLANNED:  # decided with the whole region at the end of forward
             self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
         if cached is not None and self.cache_keys is not None:
             for t in tensors(cached):
