@@ -150,6 +150,20 @@ class SavedReport:
         """Counted bytes per producing op (the saved tensor's ``grad_fn``), largest first."""
         return self._group("grad_fn")
 
+    def by_tag(self) -> dict[str, int]:
+        """Counted bytes per tag (``xla_ckpt.tag``'s name, or the role ``apply`` tags an HF projection with;
+        ``"-"`` for untagged values), largest first.
+
+        Example:
+            >>> report.by_tag()
+            {'-': 40960, 'mlp_up': 16384, 'qkv': 12288}
+        """
+        out: dict[str, int] = {}
+        for e in self._counted():
+            k = e.tag or "-"
+            out[k] = out.get(k, 0) + e.nbytes
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
     def by_kind(self) -> dict[str, int]:
         """Counted bytes per kind, ``"offloaded"`` (host bytes) included."""
         out = self._group("kind")
