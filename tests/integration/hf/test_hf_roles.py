@@ -162,3 +162,19 @@ def test_a_model_with_no_known_projection_is_still_told_nothing_is_tagged():
         warnings.simplefilter("always")
         model(torch.randn(2, 8, requires_grad=True)).sum().backward()
     assert [w for w in caught if UNTAGGED in str(w.message)]
+
+
+def test_the_guide_counts_the_tested_architectures():
+    """docs/huggingface.md's counts come from hf_models.ARCHS."""
+    import os
+
+    from helpers import ROOT_DIR
+
+    with open(os.path.join(ROOT_DIR, "docs", "huggingface.md"), encoding="utf-8") as f:
+        text = f.read()
+    moe = [a for a, (_, _, sizes, _) in hf_models.ARCHS.items() if "num_experts_per_tok" in sizes(32, 2, 4, 16, 128)]
+    seq2seq = [a for a, v in hf_models.ARCHS.items() if v[3] == "seq2seq"]
+    dense = len(hf_models.ARCHS) - len(moe) - 1  # BART is named apart, beside T5 among the dense ones
+    assert "bart" in seq2seq and "t5" in seq2seq
+    assert (f"`xla_ckpt.hf_models.ARCHS` ({len(hf_models.ARCHS)}: {dense} dense models and encoders, "
+            f"{len(moe)} mixture-of-experts decoders, BART)") in text.replace("\n", " ")
