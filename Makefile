@@ -34,10 +34,12 @@ $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 install: $(STAMP)
 
 # A second environment: torch $(NEWEST_TORCH), the test, bench and ao (torchao) extras, no torch_xla, no
-# vision extra (torchvision pins one torch release each; tests/integration/hf/test_vision.py skips).
+# vision extra (torchvision pins one torch release each; tests/integration/hf/test_vision.py skips), and
+# the newest transformers (with the kernels package it requires): an older one already in the venv is upgraded.
 $(STAMP_NEWEST): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY_NEWEST) || $(PYTHON) -m venv $(VENV_NEWEST)
 	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q -e '.[test,bench,ao]' 'torch==$(NEWEST_TORCH)'
+	PIP_CONSTRAINT=/dev/null $(PY_NEWEST) -m pip install --disable-pip-version-check -q --upgrade transformers 'torch==$(NEWEST_TORCH)'
 	touch $(STAMP_NEWEST)
 
 # Benchmarks write to bench/out/ (ignored by git): `git status` stays clean after them. The README's and

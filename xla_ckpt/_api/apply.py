@@ -12,10 +12,11 @@ from torch import nn
 
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, unhook_by_reference
-from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
+from xla_ckpt._api.blocks import blocks_and_left_out, blocks_not_every_n, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
 from xla_ckpt._api.config_load import as_config
 from xla_ckpt._api import scan_hf as _scan_hf
+from xla_ckpt._api.hf_roles import tag_roles
 from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
@@ -43,7 +44,10 @@ class ApplyReport:
     ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off; ``scanned``: the
     decoder stack that runs as one scan (``scan = true``), described, or "";
     ``corrected_outside``: the ``nn.Linear`` / ``nn.LayerNorm`` modules outside the checkpointed ones
-    that keep on XLA what they keep on CPU (``correct_outside``, on by default: :mod:`xla_ckpt._api.outside`).
+    that keep on XLA what they keep on CPU (``correct_outside``, on by default: :mod:`xla_ckpt._api.outside`);
+    ``every_n_layers_skipped``: the blocks ``every_n_layers`` left unwrapped;
+    ``tagged``: the Hugging Face projections inside the checkpointed modules tagged by role, name -> tag
+    (``qkv``, ``attn_proj``, ``mlp_up``, ``mlp_gate``, ``mlp_down``, ``router``: :mod:`xla_ckpt._api.hf_roles`).
     """
 
     wrapped: list[Wrapped] = field(default_factory=list)
@@ -56,6 +60,8 @@ class ApplyReport:
     source: str = ""
     scanned: str = ""
     corrected_outside: list[str] = field(default_factory=list)
+    tagged: dict[str, str] = field(default_factory=dict)
+    every_n_layers_skipped: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"plan from {self.source}: {len(self.wrapped)} modules checkpointed"]
@@ -63,15 +69,28 @@ class ApplyReport:
         lines += [f"  WARNING rule matched nothing: {r}" for r in self.unmatched_rules]
         lines += [f"  skipped (inside a checkpointed module): {n}" for n in self.nested_skipped]
         lines += [f"  left out by blocks = true: {n}" for n in self.blocks_left_out]
+        lines += [f"  left plain by every_n_layers: {n}" for n in self.every_n_layers_skipped]
         lines += [f"  model's own checkpointing turned off: {n or '<root>'}" for n in self.own_checkpointing_off]
         if self.scanned:
             lines.append(f"  scanned: {self.scanned}")
+        if self.tagged:
+            lines.append(f"  tagged by role: {_roles(self.tagged)}")
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
         if self.corrected_outside:
             n = len(self.corrected_outside)  # names in the field: an unwrapped block's layers would make a long line
             lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the "
                          "checkpointed ones corrected (on XLA they keep what CPU keeps)")
         return "\n".join(lines)
+
+
+def _roles(tagged: dict[str, str]) -> str:
+    """``qkv x24 (e.g. model.layers.0.self_attn.q_proj), ...``: each tag, how many modules, one example."""
+    first: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for name, role in tagged.items():
+        first.setdefault(role, name)
+        count[role] = count.get(role, 0) + 1
+    return ", ".join(f"{r} x{count[r]} (e.g. {first[r]})" for r in first)
 
 
 def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -> bool:
@@ -96,7 +115,9 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
 
     Rules apply in order; a later rule overrides earlier ones for the modules it selects
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
-    matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`). A rule
+    matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`);
+    ``every_n_layers = n`` (a top-level key) leaves all but blocks 0, n, 2n, ... plain, whatever the rules
+    select in them (Hugging Face's ``every_n_layers``). A rule
     that matches nothing is reported and warned about. Everything is validated before the model is
     changed. The model's own gradient checkpointing (Hugging Face's, diffusers', timm's), if on, is
     turned off with a warning (one checkpoint per module), and checkpointed modules run without a KV
@@ -137,6 +158,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
                 plan[n] = (m, i)
             else:
                 plan.pop(n, None)
+    skipped = blocks_not_every_n(model, cfg.every_n_layers, cfg.source)
+    for n in [n for n in plan if any(n == b or n.startswith(b + ".") for b in skipped)]:
+        plan.pop(n)  # in a block every_n_layers leaves plain (its own modules too)
+    report.every_n_layers_skipped = skipped
     selected = sorted(plan)
     built = {i: cfg.checkpoint[i].policy.build() for i in {i for _, i in plan.values()}}
     final: list[tuple[str, nn.Module, int]] = []
@@ -158,6 +183,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     stack = None
     if cfg.scan:
         stack, final, report.scanned = _scan_hf.plan_scan(model, cfg, final, built, owned)
+    _hf.refuse_our_kwargs(model, "apply")  # a policy handed to HF's own checkpointing: an error, nothing changed
     # Validated: now change the model.
     earlier.undo(model)
     report.own_checkpointing_off = _hf.turn_off_own_checkpointing(model, "apply")
@@ -166,6 +192,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     for n, m, i in final:
         checkpointed(m, policy=built[i], verify=cfg.verify)
         report.wrapped.append(Wrapped(n, type(m).__name__, str(cfg.checkpoint[i].policy), i))
+    report.tagged = tag_roles(model, [n for n, _, _ in final])  # HF projections: names policies select them
     if stack is not None:
         _scan_hf.install(model, *stack)
     if cfg.correct_outside and final:  # nothing checkpointed (the "none" preset): the model stays stock

@@ -12,8 +12,9 @@ from typing import Any
 from torch import nn
 
 from xla_ckpt._api import hf as _hf
+from xla_ckpt._api.config import ConfigError
 
-__all__ = ["find_blocks", "blocks_left_out", "blocks_and_left_out", "why_no_blocks"]
+__all__ = ["find_blocks", "blocks_left_out", "blocks_and_left_out", "why_no_blocks", "blocks_not_every_n"]
 
 _CONTAINERS = (nn.ModuleList, nn.Sequential)
 # Children of these classes are plain groupings of layers, no block class of their own.
@@ -229,3 +230,22 @@ def why_no_blocks(model: nn.Module) -> str:
         lines.append(", or {'classes': [" + ", ".join(map(repr, classes)) + "], 'policy': 'nothing_saveable'}")
     lines.append(f"; or checkpoint the whole model as one region: {whole}.")
     return "".join(lines)
+
+
+def blocks_not_every_n(model: nn.Module, n: int, source: str) -> list[str]:
+    """The blocks that ``every_n_layers = n`` leaves unwrapped: all but blocks 0, n, 2n, ... of
+    :func:`find_blocks` (Hugging Face's ``every_n_layers`` counts its layers the same way).
+
+    Raises a ``ConfigError`` naming ``source`` when ``n > 1`` and the model has no blocks to count.
+
+    Example:
+        >>> blocks_not_every_n(llama, 2, "<dict>")  # four layers
+        ['model.layers.1', 'model.layers.3']
+    """
+    if n == 1:
+        return []
+    found = find_blocks(model)
+    if not found:
+        raise ConfigError(f"{source}: every_n_layers: {n} counts the model's transformer blocks, but "
+                         f"{why_no_blocks(model)}")
+    return [b for i, b in enumerate(found) if i % n]

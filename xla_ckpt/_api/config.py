@@ -77,6 +77,9 @@ class Config:
     correct_outside: bool = True
     verify: bool = False  # every wrapped module recomputes its saved outputs too and compares (checkpoint verify=)
     scan: bool = False  # the HF decoder stack runs as one torch_xla scan, its body marked by the blocks' policy
+    # Checkpoint only blocks 0, n, 2n, ... of the model's transformer blocks (xla_ckpt.find_blocks, in module
+    # order); the others run plainly and keep their activations (Hugging Face's ``every_n_layers``).
+    every_n_layers: int = 1
     description: str = ""
     source: str = field(default="<dict>", compare=False)
 
@@ -159,10 +162,14 @@ class _Parser:
 
     def config(self, data: Any) -> Config:
         d = self.keys(data, "", {"checkpoint", "patch_linear", "weights_by_reference", "correct_outside",
-                                     "verify", "scan", "description"})
+                                     "verify", "scan", "description", "every_n_layers"})
         rules = d.get("checkpoint", [])
         if not isinstance(rules, list):
             raise self.fail("checkpoint", f"expected a list of rules ([[checkpoint]] tables), got {rules!r}")
+        every_n = d.get("every_n_layers", 1)
+        if isinstance(every_n, bool) or not isinstance(every_n, int) or every_n < 1:
+            raise self.fail("every_n_layers", f"expected an integer >= 1 (1: every transformer block is "
+                            f"checkpointed; 2: blocks 0, 2, 4, ...; 3: blocks 0, 3, 6, ...), got {every_n!r}")
         desc = d.get("description", "")
         if not isinstance(desc, str):
             raise self.fail("description", f"expected a string, got {desc!r}")
@@ -173,6 +180,7 @@ class _Parser:
             correct_outside=self.boolean(d.get("correct_outside", True), "correct_outside"),
             verify=self.boolean(d.get("verify", False), "verify"),
             scan=self.boolean(d.get("scan", False), "scan"),
+            every_n_layers=every_n,
             description=desc,
             source=self.source,
         )

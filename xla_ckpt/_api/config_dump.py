@@ -64,6 +64,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
             out[switch] = True
     if not cfg.correct_outside:  # on by default
         out["correct_outside"] = False
+    if cfg.every_n_layers != 1:
+        out["every_n_layers"] = cfg.every_n_layers
     out["checkpoint"] = [_rule_data(r) for r in cfg.checkpoint]
     return out
 

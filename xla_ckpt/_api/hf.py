@@ -24,6 +24,7 @@ __all__ = [
     "cache_plan",
     "CachePlan",
     "turn_off_own_checkpointing",
+    "refuse_our_kwargs",
     "OWN_FLAGS",
     "hf_block_classes",
     "is_gc_layer",
@@ -209,6 +210,7 @@ def turn_off_own_checkpointing(root: nn.Module, who: str) -> list[str]:
         >>> turn_off_own_checkpointing(vit, "apply")  # warns once for VisionTransformer
         ['']
     """
+    refuse_our_kwargs(root, who)  # before any flag changes
     names: list[str] = []
     for attr, kind, how in _OWN_FLAGS:
         found = []
@@ -228,14 +230,55 @@ def turn_off_own_checkpointing(root: nn.Module, who: str) -> list[str]:
     return names
 
 
-# (flag attribute, whose, what turns it on)
+# (flag attribute, whose, what turns it on). Hugging Face's flag is ``gradient_checkpointing`` under both names of
+# the feature (newer transformers call it ``activation_checkpointing*``, ``gradient_checkpointing*`` its aliases).
 _OWN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("gradient_checkpointing", "Hugging Face",
-     "gradient_checkpointing_enable()/activation_checkpointing_enable() "
-     "(or diffusers' enable_gradient_checkpointing())"),
+     "gradient_checkpointing_enable()/activation_checkpointing_enable() or TrainingArguments("
+     "gradient_checkpointing=True / activation_checkpointing=True) (or diffusers' enable_gradient_checkpointing())"),
     ("grad_checkpointing", "timm", "set_grad_checkpointing()"),
 )
 OWN_FLAGS = tuple(attr for attr, _, _ in _OWN_FLAGS)
+
+
+# Keyword arguments of ours that a user may hand Hugging Face's checkpointing, which passes them to
+# torch.utils.checkpoint (never called once xla_ckpt checkpoints the layers: they would do nothing).
+_OURS = ("policy",)
+
+
+def refuse_our_kwargs(root: nn.Module, who: str) -> None:
+    """Raise when Hugging Face's checkpointing on ``root`` was given an argument meant for xla_ckpt.
+
+    ``gradient_checkpointing_enable(gradient_checkpointing_kwargs={"policy": ...})`` (also
+    ``activation_checkpointing_kwargs``, or the same in ``TrainingArguments``) stores the arguments in the
+    layers' checkpoint function, a ``functools.partial`` of ``torch.utils.checkpoint.checkpoint``. With
+    xla_ckpt that function never runs, so such a policy would silently do nothing: an error naming the
+    call that does it.
+
+    Example:
+        >>> model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"policy": "dots_saveable"})
+        >>> refuse_our_kwargs(model, "apply")
+        Traceback (most recent call last):
+        ValueError: xla_ckpt.apply: ... use xla_ckpt.apply(model, 'dots_saveable') ...
+    """
+    for name, m in root.named_modules():
+        if getattr(m, "gradient_checkpointing", None) is not True:
+            continue
+        keywords = getattr(m.__dict__.get("_gradient_checkpointing_func"), "keywords", None)
+        if not isinstance(keywords, dict):
+            continue
+        for key in _OURS:
+            if key in keywords:
+                value = keywords[key]
+                shown = repr(value) if isinstance(value, str) else key
+                raise ValueError(
+                    f"xla_ckpt.{who}: Hugging Face's checkpointing of {type(root).__name__} (module "
+                    f"'{name or '<root>'}') was given {key}={value!r} in gradient_checkpointing_kwargs / "
+                    "activation_checkpointing_kwargs; Hugging Face hands it to torch.utils.checkpoint, not to "
+                    f"xla_ckpt, so it would do nothing. Checkpoint with xla_ckpt.apply(model, {shown}) and drop "
+                    "gradient_checkpointing_enable() / activation_checkpointing_enable() (or gradient_checkpointing"
+                    "=True / activation_checkpointing=True and their kwargs in TrainingArguments)."
+                )
 
 
 def _example(names: list[str], cls: type) -> str:

@@ -189,6 +189,13 @@ def explain(argv: Optional[list[str]] = None) -> int:
     print("kept for backward by producing op (aten.*: the op; (...): not an op's output):")
     for name, n in by_producer(report).items():
         print(f"  {name:40s} {_human(n):>10}")
+    print("kept for backward by tag (xla_ckpt.tag, or the role apply tags a Hugging Face projection with; "
+          "-: untagged):")
+    tagged = report.by_tag()
+    for name, n in tagged.items():
+        print(f"  {name:40s} {_human(n):>10}")
+    if report.nbytes > sum(tagged.values()):
+        print(f"  {'-':40s} {_human(report.nbytes - sum(tagged.values())):>10}")
     ratio = report.nbytes / baseline.nbytes if baseline.nbytes else float("nan")
     print(f"total: {_human(report.nbytes)} ({report.nbytes} bytes) vs {_human(baseline.nbytes)} "
           f"({baseline.nbytes} bytes) without checkpointing: {ratio:.2f}x")

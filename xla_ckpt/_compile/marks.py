@@ -39,7 +39,7 @@ from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile.deferred import ForwardContext
 from xla_ckpt._compile.lowering import Lowering, warn_old_torch
-from xla_ckpt._compile.prepare import prepare_this_compile
+from xla_ckpt._compile.prepare import prepare_this_compile, routed_region, with_side_effects
 from xla_ckpt._hooks.saved import user_hooks
 from xla_ckpt._ir.opcall import Policy
 from xla_ckpt._policy.plan import plans
@@ -123,11 +123,13 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     # (``_compile.budget``), not with torch's activation_memory_budget: with dropout in two regions
     # that one's gradients differed from the unwrapped model's (0.02-0.09, XLA and CPU aot_eager).
     prepare_this_compile(on_xla, plans(policy))
-    return _torch_checkpoint(fn, args, kwargs, policy, on_xla, lazy)
+    module, _ = _region_module(fn)
+    routed = routed_region(id(module) if module is not None else 0)  # kernels' routing write: traced, once
+    return _torch_checkpoint(fn, args, kwargs, policy, on_xla, lazy, routed)
 
 
 def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy, on_xla: bool,
-                      lazy: Optional[Callable[..., Any]]) -> Any:
+                      lazy: Optional[Callable[..., Any]], routed: bool = False) -> Any:
     """torch's checkpoint with our marks; a region Dynamo could not trace runs in our engine.
 
     A graph break inside a region (``torch._dynamo.graph_break()``, a print, ``xs.mark_sharding`` on an
@@ -143,8 +145,9 @@ def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy:
         # checkpoint run eagerly would fire the region's module hooks again in its recompute, issue 28).
         if lazy is not None and not torch.compiler.is_compiling():
             return lazy(fn, args, kwargs, policy)
+        body = with_side_effects(fn) if routed else fn  # the marks still name fn's module (context_fn)
         return torch.utils.checkpoint.checkpoint(
-            fn, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
+            body, *args, use_reentrant=False, context_fn=context_fn(policy, fn, on_xla), **kwargs
         )
     finally:
         pass  # the try block itself is what matters (see above)

@@ -8,13 +8,14 @@ region, and ``compile_scope`` puts it back when the compile ends.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import functools
+from typing import Any, Callable, Iterator
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 
-__all__ = ["prepare_this_compile", "unfenced"]
+__all__ = ["prepare_this_compile", "routed_region", "routes_kernel_funcs", "with_side_effects", "unfenced"]
 
 
 @torch.compiler.assume_constant_result
@@ -61,6 +62,43 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
         set_for_this_compile(partitioners, "min_cut_rematerialization_partition",
                              fenced(partitioners.min_cut_rematerialization_partition))
     return True
+
+
+def routes_kernel_funcs(module: object) -> bool:
+    """Whether a module in ``module`` routes kernel functions per model (the ``kernels`` package's
+    ``use_kernelized_func``, which transformers >= 5.25 puts on its attention classes for
+    ``apply_rotary_pos_emb``): each such forward sets a global routing table and puts it back before it
+    returns. Recognised by the per-instance table that decorator gives each module (``_kernel_funcs``).
+    """
+    modules = module.modules() if isinstance(module, torch.nn.Module) else ()
+    return any(isinstance(m.__dict__.get("_kernel_funcs"), dict) for m in modules)
+
+
+@torch.compiler.assume_constant_result
+def routed_region(module_id: int) -> bool:
+    """Whether the region of the module whose ``id`` is ``module_id`` routes kernel functions (Dynamo runs this
+    while tracing and bakes in the answer)."""
+    from xla_ckpt._base import compat as _compat  # noqa: PLC0415
+
+    return bool(module_id) and routes_kernel_funcs(_compat.object_by_id(module_id))
+
+
+def with_side_effects(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` for a region's checkpoint, Dynamo allowed to trace its writes to objects from outside the region.
+
+    Dynamo refuses such a write inside a checkpoint's higher-order op (torch's eager checkpoint would do it
+    again in its recompute): the routing write of a kernel-routing attention (:func:`routes_kernel_funcs`)
+    broke the graph at every checkpointed layer. Traced, the write is done once, in forward. That is exact
+    for the routing table (put back within the same forward; what it routed to is baked into the traced
+    ops, and the compiled backward recomputes those ops, not the Python) and is what the eager engine does
+    with any write of a region's forward (module hooks fire once, in forward). torch's
+    ``_disable_side_effect_safety_checks_for_current_subtracer`` allows it for this region's trace only
+    (torch >= 2.9); where torch has none, ``fn`` itself (the graph breaks there, values still exact).
+    """
+    from torch._dynamo import utils  # noqa: PLC0415
+
+    unchecked = getattr(utils, "_disable_side_effect_safety_checks_for_current_subtracer", None)
+    return fn if unchecked is None else functools.partial(unchecked, fn)
 
 
 _unfenced: list[bool] = []  # one entry per open ``unfenced()`` block

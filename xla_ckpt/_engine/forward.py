@@ -192,7 +192,10 @@ class Forward:
         if self.pending is None:
             return  # x was not made by an op of this region (or not by the latest one)
         call = self.pending[0]
-        targets = {buffer_key(x)} | ({buffer_key(x._base)} if x._base is not None else set())
+        key = buffer_key(x)
+        # A view of the op's output names the op too: eager by ``_base``; on XLA, where each view is a buffer
+        # of its own, by the root the flow mapped it to (a bias-free Linear's 3-D output is a view of its mm).
+        targets = {key, self.flow.view_root.get(key, key)} | ({buffer_key(x._base)} if x._base is not None else set())
         if any(buffer_key(t) in targets for t in tensors(call.out)):
             self.pending = (replace(call, tag=name),) + self.pending[1:]
 

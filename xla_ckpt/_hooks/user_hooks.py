@@ -121,7 +121,9 @@ def _infrastructure_types() -> tuple[type, ...]:
 
 
 def _own(hook: Any) -> bool:
-    return any(hook is h for h in OWN_HOOKS)  # by identity: a user's hook object may be unhashable
+    # By identity (a user's hook object may be unhashable), or marked on its class: the role tags that
+    # ``apply`` puts on Hugging Face projections (_api.hf_roles) are part of the computation the region sees.
+    return any(hook is h for h in OWN_HOOKS) or getattr(type(hook), "xla_ckpt_own", False) is True
 
 
 def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool, recompute: bool) -> None:

@@ -162,12 +162,14 @@ from xla_ckpt import hf_models
 base = hf_models.build("llama")
 data = [{k: v[0] for k, v in hf_models.batch("llama", base, batch=1, seed=i).items()} for i in range(4)]
 
-GC = len(sys.argv) > 2 and sys.argv[2] == "gc"  # Trainer(gradient_checkpointing=True) on the wrapped model
+# TrainingArguments(gradient_checkpointing=True) or its newer name (activation_checkpointing=True) on the wrapped model
+GC = {"gc": "gradient_checkpointing", "ac": "activation_checkpointing"}.get(sys.argv[2] if len(sys.argv) > 2 else "")
 
-def train(model, gc=False):
+def train(model, gc=None):
+    flag = {gc: True} if gc else {}
     args = transformers.TrainingArguments(
         output_dir=sys.argv[1], max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2, use_cpu=True,
-        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, gradient_checkpointing=gc)
+        report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, **flag)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
     loss = trainer.train().training_loss
     assert trainer.args.device.type == "cpu", trainer.args.device
@@ -194,18 +196,22 @@ print("TRAINED", loss)
 """
 
 
-@pytest.mark.parametrize("gc", [pytest.param(False, id="plain"),
-                                pytest.param(True, id="gradient_checkpointing", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("gc", [pytest.param("plain", id="plain"),
+                                pytest.param("gc", id="gradient_checkpointing", marks=pytest.mark.slow),
+                                pytest.param("ac", id="activation_checkpointing", marks=pytest.mark.slow)])
 def test_trainer_runs_with_a_preset(tmp_path, gc):
     """weights_by_reference replaced model.forward with (*args, **kwargs): Trainer then dropped input_ids.
     With ``gradient_checkpointing=True`` Trainer turns HF's flag on after apply: the first call turns it off
-    on the whole model (LlamaModel's too) and names a real module; the steps equal the reference's."""
-    pytest.importorskip("transformers")
+    on the whole model (LlamaModel's too) and names a real module; the steps equal the reference's. The same
+    for ``activation_checkpointing=True``, the newer name of that argument."""
+    transformers = pytest.importorskip("transformers")
+    if gc == "ac" and "activation_checkpointing" not in transformers.TrainingArguments.__dataclass_fields__:
+        pytest.skip("this transformers' TrainingArguments has no activation_checkpointing")
     pytest.importorskip("accelerate")
     # A fresh process: accelerate and transformers pick XLA whenever torch_xla imports (use_cpu is then
     # ignored) unless USE_TORCH_XLA=0, which they read at import time.
     env = {**os.environ, "USE_TORCH_XLA": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path), "gc" if gc else "plain"], env=env,
+    run = subprocess.run([sys.executable, "-c", TRAINER, str(tmp_path), gc], env=env,
                          capture_output=True, text=True,
                          timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]

@@ -17,7 +17,7 @@ def _op_table(out: str) -> dict[str, str]:
     lines = out.split("kept for backward by producing op")[1].splitlines()[1:]
     rows = {}
     for line in lines:
-        if line.startswith("total:"):
+        if line.startswith(("total:", "kept for backward by tag")):
             break
         name, size = line.strip().rsplit(None, 2)[0], line.strip().rsplit(None, 2)[1:]
         rows[name] = " ".join(size)
@@ -34,6 +34,16 @@ def test_any_causal_lm_architecture(capsys):
     assert "aten.mm" in rows and "(region input)" in rows, rows
     ratio = float(re.search(r"checkpointing: ([\d.]+)x", out).group(1))
     assert 0 < ratio < 1, out
+
+
+def test_explain_shows_the_roles_apply_tags_on_a_hf_model(capsys):
+    pytest.importorskip("transformers")
+    assert main(["explain", "names", "--model", "llama", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "tagged by role: qkv x6 (e.g. model.layers.0.self_attn.q_proj)" in out, out
+    tags = out.split("kept for backward by tag")[1].split("total:")[0]
+    rows = dict(line.split(None, 1) for line in tags.splitlines()[1:])
+    assert {"qkv", "mlp_up", "mlp_gate", "-"} == set(rows), out  # what names keeps, and the untagged rest
 
 
 def test_llama_hf_is_llama_and_unknown_names_are_explained(capsys):

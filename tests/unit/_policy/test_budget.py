@@ -30,7 +30,7 @@ PRESET_POLICIES = {
     "full": "nothing_saveable",
     "dots": "dots_saveable",
     "megatron_selective": "dots_with_no_batch_dims_saveable",
-    "names": policies.save_only_these_names("qkv", "mlp_up"),
+    "names": policies.save_only_these_names("qkv", "mlp_up", "mlp_gate"),
 }
 
 
