@@ -35,7 +35,7 @@ HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 # (an XLA example compiles), no example database (nothing written into the checkout).
 _FUZZ_COMMON = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
                     print_blob=True)
-# max_examples is the CPU fuzz's count; test_fuzz.py derives the XLA and verify counts from it.
+# max_examples is the CPU fuzz's count; fuzz_check.fuzz derives the XLA and verify counts from it.
 FUZZ_PROFILES = {"fast": 25, "full": 200, "hunt": 2000}
 for _name, _n in FUZZ_PROFILES.items():
     # ``hunt``: new programs on every run (not derandomized), for a search by hand, never in CI; a failure
