@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
+from helpers import seed_all
 from helpers import OpCounter, assert_same, example_policy, grads_of, torch_dots, torch_sac_context
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine.backward_device import XlaBackward
@@ -38,14 +39,6 @@ POLICIES = policies.names()
 def test_every_policy_is_exercised():
     for name in POLICIES:
         assert callable(example_policy(name)), name
-
-
-def _seed(device):
-    torch.manual_seed(1234)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(1234, device)
 
 
 class MLPStack(nn.Module):
@@ -130,7 +123,7 @@ def test_gradients_equal(device, name, kind):
 
     def seeded(f):
         def run(*a):
-            _seed(device)
+            seed_all(device)
             return f(*a)
 
         return run

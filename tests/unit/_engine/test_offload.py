@@ -17,7 +17,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 import xla_ckpt
-from helpers import assert_same, grads_of
+from helpers import assert_same, grads_of, seed_all
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine import offload as _offload
 from xla_ckpt._engine import recompute as _recompute
@@ -53,11 +53,7 @@ def _input(device):
 
 def _seeded(fn, device):
     def run(*a):
-        torch.manual_seed(1234)
-        if device.type == "xla":
-            import torch_xla.core.xla_model as xm
-
-            xm.set_rng_state(1234, device)
+        seed_all(device)
         return fn(*a)
 
     return run
