@@ -317,13 +317,13 @@ def test_compiled_marks_offload_as_must_save(monkeypatch):
 @pytest.mark.xla
 def test_scan_layers_keeps_offload_on_device(xla_device, monkeypatch):
     """scan_layers lowers to torch's partitioner marks: OFFLOAD is MUST_SAVE there, said once, gradients equal."""
-    from test_scan import _layers, _run, _unrolled
+    from scan_layers import gpt_layers, layer_grads, unrolled
 
-    layers = _layers(2, xla_device)
+    layers = gpt_layers(2, xla_device)
     x = torch.randn(2, 16, 32).to(xla_device).requires_grad_()
-    ref = _run(layers, x, _unrolled(layers))
+    ref = layer_grads(layers, x, unrolled(layers))
     with pytest.warns(UserWarning, match="no offload mark"):
-        got = _run(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
+        got = layer_grads(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
     assert_same(ref, got)
 
 
