@@ -44,6 +44,23 @@ def grads_of(
     return [o.detach() for o in outs], grads
 
 
+def loss_grads(
+    loss_fn: Callable[[], torch.Tensor], tensors: Sequence[torch.Tensor], seed: int | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Clear the grads of ``tensors``, seed torch's CPU generator with ``seed`` (if given), backprop the
+    scalar ``loss_fn()`` returns; return ([loss], grads of ``tensors``), the form ``assert_same`` compares.
+
+    Example: ``assert_same(loss_grads(lambda: ref(x).sum(), list(ref.parameters())), loss_grads(...))``.
+    """
+    for t in tensors:
+        t.grad = None
+    if seed is not None:
+        torch.manual_seed(seed)
+    loss = loss_fn()
+    loss.backward()
+    return [loss.detach()], [t.grad for t in tensors]
+
+
 def assert_same(
     ref: tuple[list[torch.Tensor], list[torch.Tensor | None]],
     got: tuple[list[torch.Tensor], list[torch.Tensor | None]],

@@ -35,7 +35,7 @@ from xla_ckpt.models import GPT, GPTConfig
 # CI's newest-torch tier runs this file's slow tests too: the compiled path changes most between torch versions.
 pytestmark = pytest.mark.newest
 
-from helpers import assert_same, example_policy
+from helpers import assert_same, example_policy, loss_grads
 
 aten = torch.ops.aten
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layer=2, n_head=2, d_model=32)
@@ -158,11 +158,8 @@ def _batch() -> torch.Tensor:
 
 
 def _grads(model: nn.Module, fn: Any) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-    model.zero_grad(set_to_none=True)
     idx = _batch()
-    loss = fn(idx, idx)
-    loss.backward()
-    return [loss.detach()], [p.grad for p in model.parameters()]
+    return loss_grads(lambda: fn(idx, idx), list(model.parameters()))
 
 
 class _Recording:
@@ -390,24 +387,17 @@ def test_checkpoint_called_directly_compiles() -> None:
     def f(x):
         return xla_ckpt.checkpoint(block, x, policy="dots_saveable").square().sum()
 
-    ref = _grads_of(f, x, params)
+    ref = loss_grads(lambda: f(x), [x, *params])
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
     torch._dynamo.reset()
     with _lowering.recorded() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = _grads_of(torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy)), x, params)
+        compiled = torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy))
+        got = loss_grads(lambda: compiled(x), [x, *params])
     assert_same(ref, got)
     assert len(spy.graphs) == 1
     modules = {d.call.module for d in regions[-1].decided}
     assert {"attn.qkv", "mlp.up", "ln1"} <= modules, modules
-
-
-def _grads_of(f, x, params):
-    for t in [x, *params]:
-        t.grad = None
-    y = f(x)
-    y.backward()
-    return [y.detach()], [t.grad for t in [x, *params]]
 
 
 # --------------------------------------------------------------------------- inductor
