@@ -21,21 +21,19 @@ from hypothesis import HealthCheck, settings
 
 from xla_ckpt._base.warn import forgetting
 
-# The tree is laid out by kind (unit/<layer>, integration/<kind>, peers, regressions, fuzz); a few test
-# modules import helpers of another by module name (test_scan's layers, test_engine's example
-# parameters), as they did when the tree was flat: every folder of it is on sys.path.
+# The tree is laid out by kind (unit/<layer>, integration/<kind>, peers, regressions, fuzz); shared code lives in
+# the support modules at its top (helpers, fuzz_programs, fuzz_check, ...), imported by name from any folder.
+# Only tests/ is put on sys.path: a test module never imports another (test_test_imports.py checks).
 _HERE = os.path.dirname(os.path.abspath(__file__))
-for _dir, _subdirs, _files in sorted(os.walk(_HERE)):
-    _subdirs[:] = [d for d in _subdirs if not d.startswith((".", "__")) and d != "probes"]
-    if _dir not in sys.path:
-        sys.path.append(_dir)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 # Derandomized (the same programs on every run, so a red CI run reproduces locally), no deadline
 # (an XLA example compiles), no example database (nothing written into the checkout).
 _FUZZ_COMMON = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
                     print_blob=True)
-# max_examples is the CPU fuzz's count; test_fuzz.py derives the XLA and verify counts from it.
+# max_examples is the CPU fuzz's count; fuzz_check.fuzz derives the XLA and verify counts from it.
 FUZZ_PROFILES = {"fast": 25, "full": 200, "hunt": 2000}
 for _name, _n in FUZZ_PROFILES.items():
     # ``hunt``: new programs on every run (not derandomized), for a search by hand, never in CI; a failure

@@ -46,6 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import xla_ckpt
 from fuzz_user_kinds import USER_KINDS, USER_MENU, USER_PACKETS, user_grads, user_params, user_step
+from helpers import seed_all, sync
 from xla_ckpt import Decision, OpCall, policies
 
 aten = torch.ops.aten
@@ -1060,7 +1061,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     params.update(user_params(gen, device))  # drawn last: the other kinds' values stay as they were
     fn = _body(steps, params, _Counter(), mods, inner=policy is not None)
     other = _ReplayingThread() if thread else contextlib.nullcontext()  # its forward draws before the seed
-    _seed(device)
+    seed_all(device)
     names = ["loss", "a.grad", "w.grad", "bias.grad", "ln.grad", "frozen.grad", "b"]
     with other:  # the RNG state is read after the other thread stopped (a replay sets it for a moment)
         try:
@@ -1099,7 +1100,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
             # torch_xla's seed before the sync: a sync derives the next one from the base seed alone,
             # so a draw too many in backward (issue 28) no longer shows after it. Reading draws nothing.
             xla_rng = _xla_rng(device)
-            _sync(device)
+            sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError
             # Raised while AOTAutograd traced, Dynamo wraps it (BackendCompilerFailed): the error is inside.
             inner = getattr(e, "inner_exception", None)
@@ -1183,24 +1184,9 @@ def has_state(steps: tuple[Step, ...]) -> bool:
     return any(s.kind in STATEFUL for s in steps)
 
 
-def _seed(device: torch.device) -> None:
-    torch.manual_seed(1234)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(1234, device)
-
-
 def _xla_rng(device: torch.device) -> Any:
     if device.type == "xla":
         import torch_xla.core.xla_model as xm
 
         return xm.get_rng_state(device)
     return None
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()

@@ -1,12 +1,22 @@
-"""Gradient-equality helpers shared by the tests: outputs, input grads and every parameter grad."""
+"""Helpers shared by the tests: gradient equality, the device's RNG and sync, example policies, probes.
+
+Every test module imports shared code from here or from another support module at the top of ``tests/``
+(``fuzz_programs``, ``fuzz_check``, ...), never from another test module (``test_imports.py`` checks).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
 from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils._pytree import tree_leaves
+
+from xla_ckpt import policies
 
 # The repository's root and the subprocess probes, wherever a test file sits in the tests tree.
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,6 +42,23 @@ def grads_of(
         # One graph for forward+backward and every grad; otherwise each later .cpu() compiles its own.
         torch_xla.sync()
     return [o.detach() for o in outs], grads
+
+
+def loss_grads(
+    loss_fn: Callable[[], torch.Tensor], tensors: Sequence[torch.Tensor], seed: int | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """Clear the grads of ``tensors``, seed torch's CPU generator with ``seed`` (if given), backprop the
+    scalar ``loss_fn()`` returns; return ([loss], grads of ``tensors``), the form ``assert_same`` compares.
+
+    Example: ``assert_same(loss_grads(lambda: ref(x).sum(), list(ref.parameters())), loss_grads(...))``.
+    """
+    for t in tensors:
+        t.grad = None
+    if seed is not None:
+        torch.manual_seed(seed)
+    loss = loss_fn()
+    loss.backward()
+    return [loss.detach()], [t.grad for t in tensors]
 
 
 def assert_same(
@@ -126,3 +153,77 @@ def counting_bf16_pair() -> tuple[Callable[[torch.Tensor], Any], Callable[[Any],
         return t.float() if t.dtype == torch.bfloat16 else t
 
     return pack, unpack, counts
+
+
+def sync(device: torch.device) -> None:
+    """Run the pending lazy XLA graph on ``device`` (nothing on an eager device)."""
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+
+
+def seed_all(device: torch.device, seed: int = 1234) -> None:
+    """Seed torch's CPU generator and, on XLA, torch_xla's generator of ``device`` with ``seed``."""
+    torch.manual_seed(seed)
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(seed, device)
+
+
+def torch_dots(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """A torch selective-checkpoint policy: save matmuls (``policies.DOT_OPS``), recompute the rest."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.MUST_SAVE if op.overloadpacket in policies.DOT_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+_aten = torch.ops.aten
+# Parameters for the registered policies that need some; a newly registered policy that needs
+# parameters fails test_engine's test_every_policy_is_exercised until it gets an example here.
+EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
+    "save_only_these_names": {"names": ["qkv", "mlp_up", "up"]},
+    "save_any_names_but_these": {"names": ["attn_scores", "up"]},
+    "save_ops": {"ops": [_aten.mm, _aten.addmm]},
+    "recompute_ops": {"ops": [_aten.gelu, _aten.mm]},
+    "any_of": {"policies": ["dots_with_no_batch_dims_saveable", policies.save_ops(_aten.gelu)]},
+    "all_of": {"policies": ["dots_saveable", policies.save_ops(_aten.addmm)]},
+    "from_torch": {"fn": torch_dots},
+    "offload": {"policy": "dots_saveable"},
+    "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"],
+                                          "names_which_can_be_offloaded": ["mlp_up", "up", "attn_out"]},
+    "memory_budget": {"fraction": 0.4},
+}
+
+
+def example_policy(name: str) -> Any:
+    """The registered policy ``name``, built with its ``EXAMPLE_PARAMS`` (none if it takes none)."""
+    return policies.get(name, **EXAMPLE_PARAMS.get(name, {}))
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for one torch.distributed rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# A gloo rank process that aborts while tearing down (seen once on torch 2.13 under heavy load, not
+# reproducible alone): a crash of the launcher, not a result. One retry; any other failure is a failure.
+_TEARDOWN_CRASH = "terminate called without an active exception"
+
+
+def run_probe(script: str, *args: Any) -> Any:
+    """Run ``tests/probes/<script>`` in a fresh process; the JSON its last stdout line holds.
+
+    For the gloo probes the last argument is the rendezvous port: a retry after a teardown crash gets
+    a fresh one. Example: ``run_probe("ddp_probe.py", out, free_port())``.
+    """
+    env = {**os.environ, "PYTHONPATH": ROOT_DIR + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, os.path.join(PROBES_DIR, script), *map(str, args)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script in ("fsdp2_probe.py", "ddp_probe.py"):
+        out = subprocess.run(cmd[:-1] + [str(free_port())], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

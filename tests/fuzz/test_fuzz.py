@@ -23,73 +23,9 @@ from hypothesis import strategies as st
 
 import xla_ckpt
 from helpers import replay_kind
-from fuzz_programs import (AFTER, BACKWARD, EXACT_AFTER, FRESH_KINDS, HOOKS, OUTER, PLAIN_CHANGING, PLAIN_OF, Step,
-                           bypassed, focused_programs, has_state, policy_specs, programs, resolve, rounding_amplified, run)
+from fuzz_check import EXACT, XLA_TOL, check, fuzz, same
+from fuzz_programs import AFTER, BACKWARD, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, policy_specs, programs, resolve, run
 from fuzz_user_kinds import USER_KINDS
-
-EXACT = {"rtol": 0.0, "atol": 0.0}
-# XLA:CPU fuses the checkpointed and the plain graph differently: float32 reductions round differently.
-XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
-# The loaded profile's count is the CPU fuzz's; the others are fixed shares of it (full: 200/40/60).
-CPU_EXAMPLES = settings.default.max_examples
-
-
-def fuzz(share: float = 1.0) -> settings:
-    """The profile's settings with ``share`` of its example count (at least 3)."""
-    return settings(max_examples=max(3, round(CPU_EXAMPLES * share)))
-
-
-def check(steps: tuple[Step, ...], spec, device: torch.device, tol: dict, hooks: str = "none",
-          after=None, thread: bool = False, outer=None, backward=None) -> str:
-    """Compare one program checkpointed under ``spec`` (its forward inside ``hooks``, ``after``
-    modified in place after it, another thread replaying a random region all the while if
-    ``thread``, backward inside the dispatch mode ``outer``) with its plain run (backward inside
-    ``outer`` too), run as ``backward`` says (``BACKWARD``); return the outcome kind. With hooks, the plain
-    run inside them must equal it too."""
-    if device.type == "xla":  # not a difference of ours, but of XLA's fusion (see rounding_amplified)
-        assume(not rounding_amplified(steps, hooks))
-    if hooks.startswith("lossy"):  # plain autograd under a copying pair: rrelu's noise is packed before its op
-        # fills it (the plain run reads uninitialised memory), and a write after a save goes unchecked
-        assume(not any((s.kind == "dropout" and s.variant == 1) or s.kind.startswith("inplace") for s in steps))
-    ref = run(steps, device, after=after, outer=outer, hooks=PLAIN_OF.get(hooks, hooks if hooks in PLAIN_CHANGING else "none"),
-              backward=backward)
-    if hooks not in ("none", *PLAIN_CHANGING):
-        _same(ref, run(steps, device, hooks=hooks, after=after, outer=outer, backward=backward), device,
-              EXACT if device.type == "cpu" else tol, spec=False)
-    got = run(steps, device, resolve(spec), hooks=hooks, after=after, thread=thread, outer=outer, backward=backward)
-    return _same(ref, got, device, tol, spec=True, steps=steps, after=after)
-
-
-def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
-    if ref.error is not None:
-        assert got.error is not None, f"the plain run raised {ref.error!r}; the checkpointed one returned values"
-        return "both raised"
-    if got.error is not None:
-        # Allowed where the recompute cannot see the forward's values: Python-side state fn reads,
-        # or a tensor modified after the forward that a recomputed op reads (plain autograd did not
-        # save it, so it does not raise).
-        # Or fn wrote a region input that shares memory with another one (the plain run wrote b, bt
-        # or bs, ``Outcome.aliased_written``): the library refuses it, naming both.
-        shared = ref.aliased_written and "share memory" in str(got.error)
-        assert spec and isinstance(got.error, xla_ckpt.CheckpointError) and (
-            has_state(steps) or after not in EXACT_AFTER or shared or bypassed(steps, got.error)), (
-            f"checkpointing raised where the plain run did not: {got.error!r}"
-        )
-        return "checkpoint error"
-    assert ref.names == got.names, f"outputs differ: {ref.names} vs {got.names}"
-    for name, r, g in zip(ref.names, ref.values, got.values):
-        if r is None:
-            assert g is None, f"{name}: the plain run has no grad, the checkpointed one has"
-            continue
-        assert g is not None, f"{name} is None"
-        # equal_nan: a program that overflows (exp of a large value, then inf * 0) has NaN in the plain
-        # run too; the checkpointed one must have it at the same places (found by the hunt profile).
-        torch.testing.assert_close(g, r, msg=lambda m, name=name: f"{name} differs: {m}", equal_nan=True, **tol)
-    assert torch.equal(got.rng[0], ref.rng[0]), "the CPU RNG state after backward differs"
-    assert got.rng[1] == ref.rng[1], (f"torch_xla's RNG state after backward differs: {got.rng[1]} vs {ref.rng[1]} "
-                                      "plain (read before the sync)")
-    return "exact"
-
 
 @fuzz()
 @given(steps=programs(), spec=policy_specs(), hooks=st.sampled_from(HOOKS), after=st.sampled_from(AFTER),
@@ -182,7 +118,7 @@ def test_fuzz_fresh_tensors_xla(xla_device, steps, spec, direct, verify):
     with replay_kind(direct):
         ref = run(steps, xla_device)
         got = run(steps, xla_device, resolve(spec), verify=verify)
-        _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps)
+        same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps)
 
 
 # Writes through several views of one fresh tensor, some reading views of region values, with the
@@ -227,7 +163,7 @@ def test_fuzz_outside_tensors_xla(xla_device, steps, spec, after, direct, verify
     with replay_kind(direct):
         ref = run(steps, xla_device, after=after)
         got = run(steps, xla_device, resolve(spec), verify=verify, after=after)
-        _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps, after=after)
+        same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps, after=after)
 
 
 # Writes that bypass the dispatcher (XLA: ``xm.all_reduce``'s list form) among ops the recorded program
@@ -269,7 +205,7 @@ def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
     got = run(steps, torch.device("cpu"), resolve(name), verify=True)
     if ref.error is None:
         if ref.aliased_written and got.error is not None:
-            # fn wrote an input sharing memory with another: refused by name, as ``_same`` accepts.
+            # fn wrote an input sharing memory with another: refused by name, as ``same`` accepts.
             assert isinstance(got.error, xla_ckpt.CheckpointError) and "share memory" in str(got.error), repr(got.error)
             return
         assert got.error is None, repr(got.error)
@@ -319,7 +255,7 @@ def test_verify_on_xla_accepts_the_recomputes_own_rounding(xla_device):
     with replay_kind(False):
         ref = run(steps, xla_device)
         got = run(steps, xla_device, resolve("all_of"), verify=True)
-    assert _same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps) == "exact"
+    assert same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps) == "exact"
 
 
 # What a user observes around recompute (issue 28): hooks inside the region fire once with the forward's

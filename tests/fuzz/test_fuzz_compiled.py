@@ -21,21 +21,10 @@ from hypothesis import strategies as st
 
 import xla_ckpt
 from xla_ckpt._base.compat import TORCH_VERSION
-from fuzz_programs import BACKWARD, NON_TENSOR_KINDS, KINDS, policy_specs, programs, resolve, run
-from test_fuzz import _same, fuzz
+from fuzz_check import COMPILED_KINDS, COMPILED_TOL, INPUT_WRITE, INPUT_WRITERS, fuzz, same
+from fuzz_programs import BACKWARD, policy_specs, programs, resolve, run
 
 CPU = torch.device("cpu")
-# assert_close's defaults, not bit for bit: aot_eager runs each op as eager does, but the partitioned
-# backward is another graph once recompute nodes join it, and it sums a gradient's terms in its own
-# order (seen: 2.4e-7 on the input grad of a chain of linears, 1 ulp).
-COMPILED_TOL: dict = {}
-# Custom ops with no fake implementation (the (Tensor, int) pairs): torch cannot compile them at all.
-COMPILED_KINDS = tuple(k for k in KINDS if k not in NON_TENSOR_KINDS)
-# Kinds that write a tensor the region did not make (an input, a buffer), and the error that a read of
-# it, recomputed, before the write gets under compile (``xla_ckpt._compile.input_writes``).
-INPUT_WRITERS = ("inplace_input", "alias_input", "module",
-                 "inplace_last")  # through a view of the input a, which needs grad (torch < 2.15)
-INPUT_WRITE = "writes in place to an input of the compiled graph"
 # AOTAutograd compiles no double backward (``create_graph``): the plain compile fails, nothing to compare.
 COMPILED_BACKWARD = tuple(b for b in BACKWARD if b != "create_graph")
 
@@ -55,14 +44,14 @@ def check_compiled(steps, spec, quiet: bool = False, backward=None) -> str:
         assert any(s.kind in INPUT_WRITERS for s in steps), got.error
         return "checkpoint error"
     try:
-        return _same(ref, got, CPU, COMPILED_TOL, spec=True, steps=steps)
+        return same(ref, got, CPU, COMPILED_TOL, spec=True, steps=steps)
     except AssertionError as against_compiled:
         eager = run(steps, CPU, quiet=quiet, backward=backward)
         try:
-            _same(eager, ref, CPU, COMPILED_TOL, spec=False)
+            same(eager, ref, CPU, COMPILED_TOL, spec=False)
         except AssertionError:  # torch's plain compile is off the eager run: ours must equal the eager one
             try:
-                return _same(eager, got, CPU, COMPILED_TOL, spec=True, steps=steps) + " (as eager)"
+                return same(eager, got, CPU, COMPILED_TOL, spec=True, steps=steps) + " (as eager)"
             except AssertionError as against_eager:
                 raise AssertionError(f"off the plain compile ({against_compiled}) and off the eager run "
                                      f"({against_eager})") from None

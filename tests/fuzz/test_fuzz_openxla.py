@@ -18,45 +18,16 @@ plain compile failing. Slow tier: about 1.8 s a program here, 20 programs in the
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import xla_ckpt
-from fuzz_programs import policy_specs, programs, resolve, run
-from test_fuzz import XLA_TOL, _same, fuzz
-from test_fuzz_compiled import COMPILED_KINDS, INPUT_WRITE, INPUT_WRITERS
+from fuzz_check import COMPILED_KINDS, GraphHashes, check_openxla, fuzz
+from fuzz_programs import policy_specs, programs
 
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
-
-UPSTREAM = "graph-hash collision (pytorch/xla#8353)"
-
-
-class GraphHashes:
-    """The IR text behind each graph hash torch_xla's bridge computes, and whether a hash came back
-    for another text since ``start`` (the bridge then runs the other graph's program)."""
-
-    def __init__(self) -> None:
-        self.texts: dict[bytes, str] = {}
-        self.collided = False
-
-    def start(self) -> None:
-        self.collided = False
-
-    def wrap(self, graph_hash: Any) -> Any:
-        import torch_xla  # noqa: PLC0415
-
-        def hashed(tensors: list[torch.Tensor]) -> bytes:
-            h = graph_hash(tensors)
-            text = torch_xla._XLAC._get_xla_tensors_text(tensors)  # nodes numbered in post-order: wiring shows
-            if self.texts.setdefault(h, text) != text:
-                self.collided = True
-            return h
-
-        return hashed
 
 
 @pytest.fixture(scope="module")
@@ -70,34 +41,6 @@ def graph_hashes(xla_device) -> Iterator[GraphHashes]:
         yield hashes
     finally:
         torch_xla._XLAC._get_graph_hash = original
-
-
-def check_openxla(steps, spec, quiet: bool, device: torch.device, hashes: GraphHashes) -> str:
-    """Compare one program compiled with openxla, checkpointed under ``spec``, with its plain compile."""
-    hashes.start()
-    try:
-        ref = run(steps, device, compiled="openxla", quiet=quiet)
-    except AssertionError:  # torch_xla's bridge asserts (a None backward input after a BatchNorm's graph break)
-        return "plain compile failed"
-    if ref.error is not None:
-        return "plain compile failed"
-    got = run(steps, device, resolve(spec), compiled="openxla", quiet=quiet)
-    if isinstance(got.error, xla_ckpt.CheckpointError) and INPUT_WRITE in str(got.error):
-        assert any(s.kind in INPUT_WRITERS for s in steps), got.error
-        return "checkpoint error"
-    try:
-        return _same(ref, got, device, XLA_TOL, spec=True, steps=steps)
-    except AssertionError as against_plain:
-        if hashes.collided:  # one of the two compiles ran another graph's program
-            return UPSTREAM
-        lazy = run(steps, device, quiet=quiet)
-        try:
-            _same(lazy, ref, device, XLA_TOL, spec=False)
-        except AssertionError:
-            # The plain compile is off the lazy run (torch's compile of a buffer read back, XLA's draws
-            # under the bridge): ours must equal the lazy run.
-            return _same(lazy, got, device, XLA_TOL, spec=True, steps=steps) + " (as lazy)"
-        raise against_plain
 
 
 @fuzz(0.1)

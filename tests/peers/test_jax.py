@@ -39,7 +39,7 @@ import pytest
 import torch
 
 import xla_ckpt
-from helpers import OpCounter
+from helpers import OpCounter, sync
 from xla_ckpt import policies
 
 aten = torch.ops.aten
@@ -67,13 +67,6 @@ def _backward_counts(fn, x):
     return c
 
 
-def _sync(device):
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-
-
 # ------------------------------------------------------------------------ test_remat_basic
 def test_remat_basic(device):
     """JAX test_remat_basic: values and gradients of remat(sin(sin(x)))."""
@@ -84,7 +77,7 @@ def test_remat_basic(device):
     y, three = xla_ckpt.checkpoint(g, x)
     assert three == 3.0
     (gx,) = torch.autograd.grad(y, x)
-    _sync(device)
+    sync(device)
     _close(y, torch.tensor(math.sin(math.sin(2.0))))
     _close(gx, torch.tensor(math.cos(math.sin(2.0)) * math.cos(2.0)))
 
@@ -133,7 +126,7 @@ def test_remat_jit(device):
     """JAX test_remat_jit: remat inside a compiled step (here: the XLA device), grad of sin(sin(x))."""
     x = _scalar(2.0, device)
     (gx,) = _grad(lambda x: xla_ckpt.checkpoint(lambda x: torch.sin(torch.sin(x)), x), x)
-    _sync(device)
+    sync(device)
     _close(gx, torch.tensor(math.cos(math.sin(2.0)) * math.cos(2.0)))
 
 
@@ -238,7 +231,7 @@ def test_remat_jit3(device, policy):
     x = torch.ones(1, 1, 1, device=device, requires_grad=True)
     got = _grad(lambda w, x: xla_ckpt.checkpoint(f, w, x, policy=policy), w, x)
     ref = _grad(f, w, x)
-    _sync(device)
+    sync(device)
     for a, b in zip(got, ref):
         _close(a, b)
 
@@ -356,7 +349,7 @@ def _einsum_kept(device, policy):
     kept = sum(e.nbytes for e in report.entries if e.grad_fn != "region input")
     ref = _grad(f, x)[0]
     got = _grad(lambda x: xla_ckpt.checkpoint(f, x, policy=policy), x)[0]
-    _sync(device)
+    sync(device)
     _close(got, ref)
     del y
     return kept
@@ -391,7 +384,7 @@ def test_einsum_visible_on_xla(xla_device):
             else:
                 y = torch.einsum("ij,jk->ik", a, b)
         y.sin().sum().backward()
-        _sync(xla_device)
+        sync(xla_device)
         return c.count(aten.bmm), [y.cpu(), a.grad.cpu(), b.grad.cpu()]
 
     n_plain, plain = run(False)

@@ -4,7 +4,7 @@
 probe runs the same generator's programs on XLA through torch_xla's dynamo bridge, in one process:
 plain and inside ``xla_ckpt.checkpoint`` under a random policy, compared as the compiled fuzz compares
 (the first law, ``XLA_TOL``); where the plain compile is off the lazy run, ours must equal the lazy run.
-The comparison is ``tests/fuzz/test_fuzz_openxla.py``'s (``check_openxla``: torch_xla's graph-hash
+The comparison is ``tests/fuzz/test_fuzz_openxla.py``'s (``fuzz_check.check_openxla``: torch_xla's graph-hash
 collisions told apart); this probe runs more programs from a chosen seed and, for each failure or
 collision, shows which run is off against the CPU: the two compiles, ours under ``aot_eager`` on XLA (our
 graphs run as FX code) and ours in the lazy engine. Measured
@@ -27,16 +27,15 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 if "xla_allow_excess_precision" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_allow_excess_precision=false".strip()
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "fuzz")]
+sys.path[:0] = [os.path.dirname(HERE)]
 
 import torch  # noqa: E402
 import torch_xla  # noqa: E402
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from fuzz_check import COMPILED_KINDS, UPSTREAM, GraphHashes, check_openxla  # noqa: E402
 from fuzz_programs import policy_specs, programs, resolve, run  # noqa: E402
-from test_fuzz_compiled import COMPILED_KINDS  # noqa: E402
-from test_fuzz_openxla import UPSTREAM, GraphHashes, check_openxla  # noqa: E402
 
 CPU = torch.device("cpu")
 

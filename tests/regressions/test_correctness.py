@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
+from helpers import seed_all, sync
 from xla_ckpt import Decision, policies
 
 aten = torch.ops.aten
@@ -64,7 +65,7 @@ def test_inplace_shape_change_replays(policy, reshape, device):
         w = torch.randn(3 if reshape == "t_" else 4, 2).to(device).requires_grad_()
         y = wrap(fn, a, w)
         y.sum().backward()
-        _sync(device)
+        sync(device)
         assert a.grad is not None and w.grad is not None
         return y.detach().cpu(), a.grad.cpu(), w.grad.cpu()
 
@@ -82,11 +83,11 @@ def test_saved_random_op_keeps_the_stream(device):
     policy = policies.save_ops(aten.rand_like)
 
     def run(fn):
-        _seed(device)
+        seed_all(device)
         x.grad = None
         y = fn(x)
         y.sum().backward()
-        _sync(device)
+        sync(device)
         return y.detach().cpu(), x.grad.cpu()
 
     ref = run(f)
@@ -132,7 +133,7 @@ def test_input_updated_in_place_inside_fn(policy, device):
         w = torch.full((2, 3), 2.0).to(device).requires_grad_()
         y = wrap(fn, x, w)
         y.sum().backward()
-        _sync(device)
+        sync(device)
         return y.detach().cpu(), w.grad.cpu(), x.cpu()
 
     ref = run(lambda f, *a: f(*a))
@@ -394,21 +395,6 @@ def test_verify_catches_nondeterministic_op():
     y = xla_ckpt.checkpoint(fn, x, policy="dots_saveable", verify=True)
     y.sum().backward()  # deterministic: verify passes
     del noisy
-
-
-def _seed(device):
-    torch.manual_seed(1234)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(1234, device)
-
-
-def _sync(device):
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
 
 
 _ = Decision

@@ -63,8 +63,8 @@ def test_empty_tensors_have_buffers_of_their_own():
 
 def test_fuzz_program_moe_routing_of_a_value_without_grad():
     """The fuzz's program (``moe`` routing ``relu(b)``, which needs no grad; one expert gets no token)."""
-    import test_fuzz
+    import fuzz_check
     from fuzz_programs import Step
 
     steps = (Step("act", (1,), 3), Step("moe", (2,), 0))
-    assert test_fuzz.check(steps, "everything_saveable", torch.device("cpu"), test_fuzz.EXACT) == "exact"
+    assert fuzz_check.check(steps, "everything_saveable", torch.device("cpu"), fuzz_check.EXACT) == "exact"

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import assert_same, grads_of
+from helpers import assert_same, grads_of, sync
 
 POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
 
@@ -52,13 +52,6 @@ def _hooked(kind: str) -> nn.Module:
     return block
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-
-
 @pytest.mark.parametrize("verify", [False, True])
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("kind", ["writes_output", "returns_output"])
@@ -72,7 +65,7 @@ def test_a_hooks_output_written_in_place_gives_the_plain_grads(device, kind, pol
             xla_ckpt.checkpointed(block, policy=name, verify=verify)
         xi = x.detach().clone().requires_grad_()
         runs[name] = grads_of(block, [xi], list(block.parameters()))
-        _sync(device)
+        sync(device)
     assert_same(runs[policy], runs[None])
 
 

@@ -19,7 +19,7 @@ from fuzz_programs import Step, TablePolicy
 from helpers import replay_kind
 from xla_ckpt._ir.opcall import Decision
 
-import test_fuzz
+import fuzz_check
 
 POLICIES = ["nothing_saveable", "dots_saveable", "everything_saveable"]
 
@@ -101,8 +101,8 @@ def test_fuzz_program_input_view_written_twice(policy, device):
              Step("linear", (1,), 0))
     spec = (TablePolicy(table=((aten.mm, Decision.SAVE),), default=Decision.RECOMPUTE)
             if policy == "any_of" else "nothing_saveable")
-    tol = test_fuzz.XLA_TOL if device.type == "xla" else test_fuzz.EXACT
-    test_fuzz.check(steps, spec, device, tol)
+    tol = fuzz_check.XLA_TOL if device.type == "xla" else fuzz_check.EXACT
+    fuzz_check.check(steps, spec, device, tol)
 
 
 def _written_both_ways(t, w):
@@ -131,7 +131,7 @@ def test_input_written_through_a_view_before_the_region_too(policy, device, dire
         assert x.grad is not None and w.grad is not None
         return [out[0].detach().cpu(), x.grad.cpu(), w.grad.cpu()]
 
-    tol = test_fuzz.XLA_TOL if device.type == "xla" else test_fuzz.EXACT
+    tol = fuzz_check.XLA_TOL if device.type == "xla" else fuzz_check.EXACT
     torch.testing.assert_close(step(True), step(False), **tol)
 
 
@@ -204,5 +204,5 @@ def test_input_without_grad_written_with_a_value_that_needs_grad(fn, policy, dev
         assert w.grad is not None
         return [out[0].detach().cpu(), w.grad.cpu()]
 
-    tol = test_fuzz.XLA_TOL if device.type == "xla" else test_fuzz.EXACT
+    tol = fuzz_check.XLA_TOL if device.type == "xla" else fuzz_check.EXACT
     torch.testing.assert_close(step(True), step(False), **tol)

@@ -20,7 +20,7 @@ from fuzz_programs import Step, TablePolicy
 from helpers import replay_kind
 from xla_ckpt._ir.opcall import Decision
 
-import test_fuzz
+import fuzz_check
 
 
 @pytest.mark.xla
@@ -30,7 +30,7 @@ def test_cumulative_batchnorm_whose_counter_add_the_policy_saves(xla_device, dir
     steps = (Step("outside_view", (28,), 2), Step("factory", (56,), 6476), Step("module", (30,), 3))
     spec = TablePolicy(table=((aten.add, Decision.SAVE), (aten.mul, Decision.SAVE)), default=Decision.RECOMPUTE)
     with replay_kind(direct):
-        test_fuzz.check(steps, spec, xla_device, test_fuzz.XLA_TOL)
+        fuzz_check.check(steps, spec, xla_device, fuzz_check.XLA_TOL)
 
 
 @pytest.mark.parametrize("policy", [policies.save_ops(aten.add), policies.save_ops(aten.add, aten.mm),
@@ -61,5 +61,5 @@ def test_cumulative_average_counter_kept(device, policy):
         return [g.cpu() for g in grads + [bn.running_mean, bn.running_var, bn.num_batches_tracked]]
 
     ref = step(False)
-    tol = test_fuzz.XLA_TOL if device.type == "xla" else test_fuzz.EXACT
+    tol = fuzz_check.XLA_TOL if device.type == "xla" else fuzz_check.EXACT
     torch.testing.assert_close(step(True), ref, **tol)

@@ -16,124 +16,16 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._pytree import tree_leaves
 
 import xla_ckpt
-
-POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
-
-
-def _seed(device: torch.device, s: int) -> None:
-    torch.manual_seed(s)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(s, device)
-
-
-def _rng(device: torch.device) -> list[Any]:
-    state: list[Any] = [torch.get_rng_state()]
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        state.append(int(xm.get_rng_state(device)))  # the running seed, before the sync resets it
-    return state
-
-
-def _step(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: torch.device, wrap: Any,
-          hooks: Optional[Callable[[nn.Module, list], None]] = None) -> dict[str, Any]:
-    """One training step of a fresh ``make()`` (``wrap`` None: plain; a str: that policy on the whole
-    module; else a callable applying the library): everything the user can observe afterwards."""
-    torch.manual_seed(0)
-    model = make().to(device).train()
-    log: list[Any] = []
-    if hooks is not None:
-        hooks(model, log)
-    if isinstance(wrap, str):
-        xla_ckpt.checkpointed(model, policy=wrap)
-    elif wrap is not None:
-        wrap(model)
-    inputs = [t.detach().clone().to(device).requires_grad_(t.is_floating_point()) for t in inputs]
-    _seed(device, 7)
-    with xla_ckpt.saved_activations() as kept:
-        out = model(*inputs)
-    outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
-    diff = [o for o in outs if o.requires_grad]
-    gen = torch.Generator().manual_seed(1)
-    cot = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in diff]
-    torch.autograd.backward(diff, cot)
-    rng = _rng(device)
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-    seen: dict[str, Any] = {"out": [o.detach().cpu() for o in outs], "rng": rng, "kept": kept.nbytes}
-    for i, t in enumerate(inputs):
-        if t.requires_grad:
-            seen[f"grad of input {i}"] = t.grad.cpu() if t.grad is not None else None
-    for name, p in model.named_parameters():
-        seen[f"grad of {name}"] = p.grad.cpu() if p.grad is not None else None
-    for name, b in model.named_buffers():
-        seen[f"buffer {name}"] = b.detach().cpu().clone()
-    seen["hook records"] = [r if isinstance(r, str) else r.detach().cpu() for r in log]
-    return seen
-
-
-# On XLA the checkpointed and the plain step compile to other graphs (the recompute fused apart, sums in
-# another order): an EfficientNet MBConv's conv weight grad under dots_saveable differed by 1.7e-5 on a
-# value of 2.45 (7e-6 relative, 1 element of 256), as in the fuzz's XLA_TOL.
-XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
-
-
-def _same(got: dict[str, Any], ref: dict[str, Any], tol: Optional[dict] = None) -> None:
-    assert got.keys() == ref.keys()
-    for key, r in ref.items():
-        g = got[key]
-        if key == "kept":
-            continue
-        if key == "hook records":
-            assert [x for x in g if isinstance(x, str)] == [x for x in r if isinstance(x, str)], key
-            assert len(g) == len(r), f"hooks recorded {len(g)} values, {len(r)} without the library"
-        if key == "rng":
-            torch.testing.assert_close(g[0], r[0], msg="CPU RNG state after the step")
-            assert g[1:] == r[1:], f"torch_xla running seed {g[1:]}, {r[1:]} without the library"
-            continue
-        if r is None:
-            assert g is None, f"{key}: expected no grad, got one"
-            continue
-        assert g is not None, f"{key} is None"
-        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r))):
-            if isinstance(rr, str):
-                continue
-            torch.testing.assert_close(gg, rr, **(tol or {}), msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")
-
-
-def _check(make: Callable[[], nn.Module], inputs: list[torch.Tensor], device: torch.device, wrap: Any,
-           hooks: Optional[Callable[[nn.Module, list], None]] = None, fewer_bytes: bool = True) -> None:
-    ref = _step(make, inputs, device, None, hooks)
-    got = _step(make, inputs, device, wrap, hooks)
-    assert hooks is None or ref["hook records"], "the hooks recorded nothing"
-    _same(got, ref, XLA_TOL if device.type == "xla" else None)
-    if fewer_bytes and wrap in ("nothing_saveable", "full"):  # the policy did something: inputs kept only
-        assert got["kept"] < ref["kept"], f"{wrap} kept {got['kept']} bytes, {ref['kept']} without the library"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-
-
-def _x(*shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(3))
-
+from helpers import sync
+from module_zoo import POLICIES, check_module, fixed_randn, module_step
 
 # --------------------------------------------------------------------------- buffers written in forward
 
@@ -148,7 +40,7 @@ def test_spectral_norm(device, policy, api):
     def make() -> nn.Module:
         return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), sn(nn.Linear(8, 8)), nn.GELU(), nn.Linear(8, 4))
 
-    _check(make, [_x(3, 8)], device, policy)
+    check_module(make, [fixed_randn(3, 8)], device, policy)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -159,7 +51,7 @@ def test_fused_moving_average_fake_quantize(device, policy):
     def make() -> nn.Module:
         return nn.Sequential(nn.Linear(8, 8), FusedMovingAvgObsFakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
 
-    _check(make, [_x(3, 8)], device, policy)
+    check_module(make, [fixed_randn(3, 8)], device, policy)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -172,7 +64,7 @@ def test_fake_quantize_eager(policy):
     def make() -> nn.Module:
         return nn.Sequential(nn.Linear(8, 8), FakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
 
-    _check(make, [_x(3, 8)], torch.device("cpu"), policy)
+    check_module(make, [fixed_randn(3, 8)], torch.device("cpu"), policy)
 
 
 @pytest.mark.xla
@@ -182,7 +74,7 @@ def test_fake_quantize_xla_everything_saveable(xla_device):
     def make() -> nn.Module:
         return nn.Sequential(nn.Linear(8, 8), FakeQuantize(), nn.Tanh(), nn.Linear(8, 4))
 
-    _check(make, [_x(3, 8)], xla_device, "everything_saveable")
+    check_module(make, [fixed_randn(3, 8)], xla_device, "everything_saveable")
 
 
 def _qat(warm: bool = False) -> nn.Module:
@@ -195,7 +87,7 @@ def _qat(warm: bool = False) -> nn.Module:
         m = torch.ao.quantization.prepare_qat(m)
     if warm:
         with torch.no_grad():
-            m(_x(3, 8))
+            m(fixed_randn(3, 8))
     return m
 
 
@@ -222,9 +114,9 @@ def test_buffer_resized_in_forward(device, policy):
     XLA: a CheckpointError naming the op (the put-back cannot resize below functionalization)."""
     if device.type == "xla":
         with pytest.raises(xla_ckpt.CheckpointError, match="resize"):
-            _step(_Grow, [_x(3, 8)], device, policy)
+            module_step(_Grow, [fixed_randn(3, 8)], device, policy)
         return
-    _check(_Grow, [_x(3, 8)], device, policy)
+    check_module(_Grow, [fixed_randn(3, 8)], device, policy)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -233,10 +125,10 @@ def test_prepare_qat_default_qconfig(device, policy):
     and the fix (one forward under no_grad first), which then trains as without the library."""
     if device.type == "xla":
         with pytest.raises(xla_ckpt.CheckpointError, match="weight_fake_quant' resizes.*torch.no_grad"):
-            _step(_qat, [_x(3, 8)], device, policy)
-        _check(lambda: _qat(warm=True), [_x(3, 8)], device, policy)
+            module_step(_qat, [fixed_randn(3, 8)], device, policy)
+        check_module(lambda: _qat(warm=True), [fixed_randn(3, 8)], device, policy)
         return
-    _check(_qat, [_x(3, 8)], device, policy)
+    check_module(_qat, [fixed_randn(3, 8)], device, policy)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -250,7 +142,7 @@ def test_embedding_max_norm_renormalises_once(device, policy):
         return m
 
     ids = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
-    _check(make, [ids], device, policy, fewer_bytes=False)
+    check_module(make, [ids], device, policy, fewer_bytes=False)
 
 
 @pytest.mark.parametrize("mode", ["mean", "sum", "max"])
@@ -260,7 +152,7 @@ def test_embedding_bag(device, policy, mode):
         return nn.Sequential(nn.EmbeddingBag(10, 8, mode=mode), nn.Linear(8, 8), nn.Tanh())
 
     ids = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
-    _check(make, [ids], device, policy, fewer_bytes=False)
+    check_module(make, [ids], device, policy, fewer_bytes=False)
 
 
 # --------------------------------------------------------------------------- attention and recurrence
@@ -281,7 +173,7 @@ class _Attention(nn.Module):
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_multihead_attention_with_dropout(device, policy, need_weights):
-    _check(lambda: _Attention(need_weights), [_x(2, 5, 16)], device, policy)
+    check_module(lambda: _Attention(need_weights), [fixed_randn(2, 5, 16)], device, policy)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -292,7 +184,7 @@ def test_transformer_encoder_layer(device, policy, norm_first):
     def make() -> nn.Module:
         return nn.Sequential(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=norm_first))
 
-    _check(make, [_x(2, 4, 8)], device, policy)
+    check_module(make, [fixed_randn(2, 4, 8)], device, policy)
 
 
 @pytest.mark.parametrize("preset", ["megatron_selective", "full"])
@@ -307,7 +199,7 @@ def test_transformer_encoder_presets(device, preset):
         report = xla_ckpt.apply(model, preset)
         assert "layers.0" in str(report) and "layers.1" in str(report)
 
-    _check(make, [_x(2, 5, 8)], device, apply)
+    check_module(make, [fixed_randn(2, 5, 8)], device, apply)
 
 
 class _Recurrent(nn.Module):
@@ -323,7 +215,7 @@ class _Recurrent(nn.Module):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_lstm_two_layers_with_dropout(device, policy):
-    _check(lambda: _Recurrent(nn.LSTM), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+    check_module(lambda: _Recurrent(nn.LSTM), [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=False)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -335,7 +227,7 @@ def test_gru_two_layers_with_dropout(device, policy):
     saved tensor's elements are judged by its version now (``_base.overlap``). Importing torch_xla puts
     its scan-based GRU at ``nn.GRU`` (XLA tensors only): CPU takes torch's own from ``nn.modules.rnn``."""
     cls = nn.GRU if device.type == "xla" else nn.modules.rnn.GRU
-    _check(lambda: _Recurrent(cls), [_x(2, 3, 8)], device, policy, fewer_bytes=False)
+    check_module(lambda: _Recurrent(cls), [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=False)
 
 
 class _Cell(nn.Module):
@@ -353,7 +245,7 @@ class _Cell(nn.Module):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_gru_cell_unrolled(device, policy):
     """The same gates one step at a time (``nn.GRUCell``), the form the false error was reported in."""
-    _check(_Cell, [_x(2, 3, 8)], device, policy, fewer_bytes=policy == "nothing_saveable")
+    check_module(_Cell, [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=policy == "nothing_saveable")
 
 
 class _Sdpa(nn.Module):
@@ -372,7 +264,7 @@ class _Sdpa(nn.Module):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_sdpa_with_dropout(device, policy, causal):
-    _check(lambda: _Sdpa(causal), [_x(2, 5, 8)], device, policy)
+    check_module(lambda: _Sdpa(causal), [fixed_randn(2, 5, 8)], device, policy)
 
 
 class _Rotary(nn.Module):
@@ -393,7 +285,7 @@ class _Rotary(nn.Module):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_rotary_through_complex(device, policy):
-    _check(_Rotary, [_x(2, 5, 8)], device, policy)
+    check_module(_Rotary, [fixed_randn(2, 5, 8)], device, policy)
 
 
 # --------------------------------------------------------------------------- hooks and nested wrappers
@@ -417,7 +309,7 @@ def test_full_backward_hooks_fire_once(device, policy):
         m[2].register_full_backward_hook(post)
         m[2].register_full_backward_pre_hook(pre)
 
-    _check(_mlp, [_x(3, 8)], device, policy, hooks)
+    check_module(_mlp, [fixed_randn(3, 8)], device, policy, hooks)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -434,7 +326,7 @@ def test_backward_hooks_that_change_grads(device, policy):
         m[2].register_full_backward_pre_hook(pre)
         m[1].register_full_backward_hook(post)
 
-    _check(_mlp, [_x(3, 8)], device, policy, hooks)
+    check_module(_mlp, [fixed_randn(3, 8)], device, policy, hooks)
 
 
 class _TensorHooks(nn.Module):
@@ -457,7 +349,7 @@ def test_tensor_hooks_on_intermediates(device, policy):
     def hooks(m: nn.Module, log: list) -> None:
         m.log = log
 
-    _check(_TensorHooks, [_x(3, 8)], device, policy, hooks)
+    check_module(_TensorHooks, [fixed_randn(3, 8)], device, policy, hooks)
 
 
 class _NestedTorchCheckpoint(nn.Module):
@@ -481,7 +373,7 @@ def test_torch_checkpoint_nested_inside(policy, reentrant):
     on XLA tensors, plain or not; torch_xla has its own)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _check(lambda: _NestedTorchCheckpoint(reentrant), [_x(3, 8)], torch.device("cpu"), policy, fewer_bytes=False)
+        check_module(lambda: _NestedTorchCheckpoint(reentrant), [fixed_randn(3, 8)], torch.device("cpu"), policy, fewer_bytes=False)
 
 
 class _FunctionalCall(nn.Module):
@@ -497,7 +389,7 @@ class _FunctionalCall(nn.Module):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_functional_call_inside(device, policy):
-    _check(_FunctionalCall, [_x(3, 8)], device, policy)
+    check_module(_FunctionalCall, [fixed_randn(3, 8)], device, policy)
 
 
 class _Decay(nn.Module):
@@ -524,14 +416,14 @@ def test_deep_copy_keeps_the_original(device, policy):
     for wrap in (None, policy):
         torch.manual_seed(0)
         original = nn.Sequential(_Decay(), nn.Tanh(), _Decay()).to(device)
-        x = _x(3, 8).to(device).requires_grad_()
-        _sync(device)
+        x = fixed_randn(3, 8).to(device).requires_grad_()
+        sync(device)
         model = copy.deepcopy(original)
         if wrap is not None:
             xla_ckpt.checkpointed(model, policy=wrap)
         out = model(x)
         out.sum().backward()
-        _sync(device)
+        sync(device)
         runs[wrap] = ([out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
                       + [b.cpu() for b in model.buffers()] + [b.cpu() for b in original.buffers()])
     for got, ref in zip(runs[policy], runs[None]):

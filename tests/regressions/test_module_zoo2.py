@@ -1,6 +1,6 @@
 """The module zoo, second round: more stock modules and training-step shapes users run, against the plain step.
 
-``test_module_zoo`` holds the helpers (``_step`` builds the module afresh and compares outputs, every
+``module_zoo`` (a support module) holds the helpers (``module_step`` builds the module afresh and compares outputs, every
 grad, buffers, hook records and the RNG streams with the plain step). Here: torchvision's stochastic
 depth and ResNet / ConvNeXt blocks, BatchNorm's running statistics, random activations and dropouts
 that write their noise in place, weight-norm and orthogonal parametrizations, hooks that rewrite
@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
-from test_module_zoo import POLICIES, _check, _rng, _seed, _step, _sync, _x
+from helpers import seed_all, sync
+from module_zoo import POLICIES, check_module, fixed_randn, module_step, rng_state
 
 tv_ops = pytest.importorskip("torchvision.ops")
 
@@ -50,7 +51,7 @@ class _StochasticDepthBlock(nn.Module):
 @pytest.mark.parametrize("mode", ["row", "batch"])
 @pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
 def test_stochastic_depth(device, policy, mode):
-    _check(lambda: _StochasticDepthBlock(mode), [_x(6, 8)], device, policy)
+    check_module(lambda: _StochasticDepthBlock(mode), [fixed_randn(6, 8)], device, policy)
 
 
 def _cn_block() -> nn.Module:
@@ -62,7 +63,7 @@ def _cn_block() -> nn.Module:
 @pytest.mark.parametrize("policy", [POLICIES[0], *(pytest.param(p, marks=_SLOW_ON_XLA) for p in POLICIES[1:])])
 def test_convnext_block(device, policy):
     """Depthwise 7x7 conv, permutes, LayerNorm, layer scale and row stochastic depth."""
-    _check(_cn_block, [_x(4, 8, 7, 7)], device, policy)
+    check_module(_cn_block, [fixed_randn(4, 8, 7, 7)], device, policy)
 
 
 def _basic_block(momentum: Any) -> nn.Module:
@@ -77,7 +78,7 @@ def _basic_block(momentum: Any) -> nn.Module:
 def test_resnet_basic_block(device, policy, momentum):
     """Three BatchNorms in training: running mean / var and num_batches_tracked (momentum None: the
     cumulative average, whose factor is read from num_batches_tracked) end the step as plain."""
-    _check(lambda: _basic_block(momentum), [_x(2, 4, 6, 6)], device, policy)
+    check_module(lambda: _basic_block(momentum), [fixed_randn(2, 4, 6, 6)], device, policy)
 
 
 # --------------------------------------------------------------------------- random activations and dropouts
@@ -113,9 +114,9 @@ def test_random_activations(device, policy, kind):
     a named error (its noise is written under the node that saved it, which a recompute cannot give back)."""
     if kind == "rrelu" and device.type == "xla":
         with pytest.raises(xla_ckpt.CheckpointError, match="rrelu_with_noise.*in module 'act'"):
-            _step(lambda: _Noisy(kind), [_x(6, 8)], device, policy)
+            module_step(lambda: _Noisy(kind), [fixed_randn(6, 8)], device, policy)
         return
-    _check(lambda: _Noisy(kind), [_x(6, 8)], device, policy)
+    check_module(lambda: _Noisy(kind), [fixed_randn(6, 8)], device, policy)
 
 
 # --------------------------------------------------------------------------- parametrizations
@@ -135,7 +136,7 @@ def _parametrized(kind: str) -> nn.Module:
 @pytest.mark.parametrize("kind", ["weight_norm", "orthogonal"])
 @pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
 def test_parametrizations(device, policy, kind):
-    _check(lambda: _parametrized(kind), [_x(3, 8)], device, policy)
+    check_module(lambda: _parametrized(kind), [fixed_randn(3, 8)], device, policy)
 
 
 class _Cached(nn.Module):
@@ -155,7 +156,7 @@ class _Cached(nn.Module):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_parametrize_cached_inside(device, policy):
-    _check(_Cached, [_x(3, 8)], device, policy)
+    check_module(_Cached, [fixed_randn(3, 8)], device, policy)
 
 
 # --------------------------------------------------------------------------- hooks that rewrite
@@ -199,7 +200,7 @@ def test_forward_pre_hook_rewrites_kwargs(device, policy):
         m.inner.register_forward_pre_hook(pre, with_kwargs=True)
         m.inner.register_forward_hook(post)
 
-    _check(_KwargsBlock, [_x(3, 8)], device, policy, hooks)
+    check_module(_KwargsBlock, [fixed_randn(3, 8)], device, policy, hooks)
 
 
 class _SelfRemoving(nn.Module):
@@ -241,9 +242,9 @@ def test_forward_hooks_removed_mid_step(device, policy, returns):
     if returns and device.type == "cpu" and policy != "everything_saveable":
         cause = "values differ.*Likely cause: .*'once' of module Linear returned new.*removed before backward"
         with pytest.raises(xla_ckpt.CheckpointError, match=cause):
-            _step(make, [_x(3, 8)], device, policy, hooks)
+            module_step(make, [fixed_randn(3, 8)], device, policy, hooks)
         return
-    _check(make, [_x(3, 8)], device, policy, hooks)
+    check_module(make, [fixed_randn(3, 8)], device, policy, hooks)
 
 
 # --------------------------------------------------------------------------- tensors swapped into the module
@@ -284,7 +285,7 @@ def test_functional_call_on_a_checkpointed_model(device, policy):
     """The recompute ran with the model's own weights (CheckpointError "values differ from the
     forward's" on CPU and XLA, everything_saveable aside); now with the tensors the forward ran with."""
     ids = torch.tensor([[1, 2, 4, 5, 7], [4, 3, 2, 9, 15]])
-    _check(_Functional, [ids], device, lambda m: xla_ckpt.checkpointed(m.model, policy=policy), fewer_bytes=False)
+    check_module(_Functional, [ids], device, lambda m: xla_ckpt.checkpointed(m.model, policy=policy), fewer_bytes=False)
 
 
 class _Counted(nn.Module):
@@ -302,7 +303,7 @@ class _Counted(nn.Module):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_buffer_assigned_anew_in_forward(device, policy):
-    _check(lambda: nn.Sequential(_Counted(), nn.Linear(8, 4)), [_x(3, 8)], device, policy)
+    check_module(lambda: nn.Sequential(_Counted(), nn.Linear(8, 4)), [fixed_randn(3, 8)], device, policy)
 
 
 # --------------------------------------------------------------------------- steps shaped otherwise
@@ -356,12 +357,12 @@ def _run_step(body: Any, device: torch.device, wrap: Any) -> list:
     m = _SharedLayer().to(device).train()
     if wrap is not None:
         wrap(m)
-    x = _x(3, 8).to(device).requires_grad_()
-    x2 = (_x(3, 8) + 1).to(device).requires_grad_()
-    _seed(device, 7)
+    x = fixed_randn(3, 8).to(device).requires_grad_()
+    x2 = (fixed_randn(3, 8) + 1).to(device).requires_grad_()
+    seed_all(device, 7)
     outs = body(m, x, x2)
-    rng = _rng(device)
-    _sync(device)
+    rng = rng_state(device)
+    sync(device)
     return ([o.detach().cpu() for o in outs] + [x.grad, x2.grad] + [p.grad for p in m.parameters()], rng)
 
 
@@ -411,8 +412,8 @@ def test_calls_without_training(device, mode):
         m = _Plainly().to(device).train()
         if wrap:
             xla_ckpt.checkpointed(m, policy="nothing_saveable")
-        x = _x(3, 8).to(device)
-        _seed(device, 7)
+        x = fixed_randn(3, 8).to(device)
+        seed_all(device, 7)
         with xla_ckpt.saved_activations() as kept:
             if mode == "eval":
                 m.eval()
@@ -425,8 +426,8 @@ def test_calls_without_training(device, mode):
         m.train()
         out = m(x)
         out.pow(2).sum().backward()
-        rng = _rng(device)
-        _sync(device)
+        rng = rng_state(device)
+        sync(device)
         return [first.cpu(), out.detach().cpu()] + [p.grad.cpu() for p in m.parameters()] + [rng[0]]
 
     for g, r in zip(run(True), run(False)):
@@ -451,7 +452,7 @@ def test_under_caller_autocast_bf16(policy):
                 return self.inner(ids).float()
 
     ids = torch.tensor([[1, 2, 4, 5, 7], [4, 3, 2, 9, 15]])
-    _check(Cast, [ids], torch.device("cpu"), lambda m: wrap(m.inner), fewer_bytes=False)
+    check_module(Cast, [ids], torch.device("cpu"), lambda m: wrap(m.inner), fewer_bytes=False)
 
 
 # --------------------------------------------------------------------------- Hugging Face
@@ -476,10 +477,10 @@ def _llama_steps(device: torch.device, wrap: Any) -> list:
     seen: list = []
     for seq in (12, 6, 16):
         ids = torch.randint(0, 64, (2, seq), generator=torch.Generator().manual_seed(seq)).to(device)
-        _seed(device, 7)
+        seed_all(device, 7)
         m(input_ids=ids, labels=ids).loss.backward()
-        rng = _rng(device)
-        _sync(device)
+        rng = rng_state(device)
+        sync(device)
         seen += [rng[0], *rng[1:]] + [p.grad.cpu() for p in m.parameters()] + [b.cpu().clone() for b in m.buffers()]
         m.zero_grad()
     return seen
@@ -537,7 +538,7 @@ def test_parametrize_cached_around_the_forward(device, policy):
 
         m.forward = cached
 
-    _check(_CachedAround, [_x(3, 8)], device, wrap)
+    check_module(_CachedAround, [fixed_randn(3, 8)], device, wrap)
 
 
 @pytest.mark.parametrize("policy", REPLAYED)
@@ -549,11 +550,11 @@ def test_parametrize_cached_around_forward_and_backward(device, policy):
         m = _CachedAround().to(device)
         if wrap:
             xla_ckpt.checkpointed(m, policy=policy)
-        x = _x(3, 8).to(device).requires_grad_()
+        x = fixed_randn(3, 8).to(device).requires_grad_()
         with nn.utils.parametrize.cached():
             out = m(x)
             out.pow(2).sum().backward()
-        _sync(device)
+        sync(device)
         return [out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in m.parameters()]
 
     for g, r in zip(run(True), run(False)):
@@ -571,7 +572,7 @@ def _old_weight_norm() -> nn.Module:
 def test_old_weight_norm_called_twice(device, policy):
     """The old ``nn.utils.weight_norm``: a forward pre-hook assigns ``weight`` anew (a plain attribute) at
     each call, here twice in one forward."""
-    _check(_old_weight_norm, [_x(3, 8)], device, policy)
+    check_module(_old_weight_norm, [fixed_randn(3, 8)], device, policy)
 
 
 def _mbconv() -> nn.Module:
@@ -586,7 +587,7 @@ def _mbconv() -> nn.Module:
 @pytest.mark.parametrize("policy", [POLICIES[0], pytest.param(POLICIES[1], marks=_SLOW_ON_XLA)])
 def test_efficientnet_mbconv(device, policy):
     """Expand, depthwise conv, squeeze-excitation (pool, SiLU, sigmoid gate), BatchNorm, stochastic depth."""
-    _check(_mbconv, [_x(4, 8, 5, 5)], device, policy)
+    check_module(_mbconv, [fixed_randn(4, 8, 5, 5)], device, policy)
 
 
 class _FrozenAfter(nn.Module):
@@ -608,7 +609,7 @@ class _FrozenAfter(nn.Module):
 def test_requires_grad_switched_off_before_backward(device, policy):
     """The replay ran with the frozen flags and saved fewer tensors than the forward: a CheckpointError
     ("saved 4 tensors; the forward ... saved 6") on CPU; it now runs with the flags the forward found."""
-    _check(_FrozenAfter, [_x(3, 8)], device, lambda m: xla_ckpt.checkpointed(m.d, policy=policy), fewer_bytes=False)
+    check_module(_FrozenAfter, [fixed_randn(3, 8)], device, lambda m: xla_ckpt.checkpointed(m.d, policy=policy), fewer_bytes=False)
 
 
 class _HooksDisabled(nn.Module):
@@ -634,12 +635,12 @@ def test_saved_tensor_hooks_disabled(device):
         m = _HooksDisabled().to(device)
         if wrap:
             xla_ckpt.checkpointed(m.inner, policy="nothing_saveable")
-        x = _x(3, 8).to(device).requires_grad_()
-        _seed(device, 7)
+        x = fixed_randn(3, 8).to(device).requires_grad_()
+        seed_all(device, 7)
         out = m(x)
         out.pow(2).sum().backward()
-        rng = _rng(device)
-        _sync(device)
+        rng = rng_state(device)
+        sync(device)
         return [out.detach().cpu(), x.grad.cpu(), *rng] + [p.grad.cpu() for p in m.parameters()]
 
     with pytest.warns(UserWarning, match="saved-tensor hooks are disabled.*this library owns"):
@@ -661,7 +662,7 @@ def test_instance_norm_running_stats(device, policy):
     the replay's ``repeat`` of the already updated buffer: torch_xla's functional ``copy`` returns its first
     argument's tensor id, so the write through the alias looked like one to a region value and was not
     restored for the replay (reported with the second zoo round)."""
-    _check(_instance_norm, [_x(2, 3, 6, 6)], device, policy, fewer_bytes=False)
+    check_module(_instance_norm, [fixed_randn(2, 3, 6, 6)], device, policy, fewer_bytes=False)
 
 
 def test_parametrize_cache_count_moved_by_another_thread_during_a_recompute():

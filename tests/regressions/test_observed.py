@@ -16,21 +16,14 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import assert_same, grads_of
-from test_module_zoo import _rng, _seed
+from helpers import assert_same, grads_of, seed_all, sync
+from module_zoo import rng_state
 from xla_ckpt import hf_models
 
 POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-
-
-def _step(model: nn.Module, x: torch.Tensor, policy, device):
+def module_step(model: nn.Module, x: torch.Tensor, policy, device):
     """One training step (``policy`` None: plain), its outputs and grads of x and every parameter."""
     if policy is not None:
         xla_ckpt.checkpointed(model, policy=policy)
@@ -55,7 +48,7 @@ def test_a_forward_hook_inside_a_region_fires_once_with_the_forward_values(devic
         block, log = copy.deepcopy(base), []
         block[1].register_forward_hook(lambda m, a, out: log.append(out.detach().clone()))
         block[0].register_forward_pre_hook(lambda m, a: log.append(a[0].detach().clone()))
-        runs[name] = _step(block, x, name, device), log
+        runs[name] = module_step(block, x, name, device), log
     assert_same(runs[policy][0], runs[None][0])
     _same_records(runs[policy][1], runs[None][1])
 
@@ -75,7 +68,7 @@ def test_a_hook_that_changes_its_module_output_gives_the_plain_values(device, po
             return out * 0.5 + 0.25
 
         block[0].register_forward_hook(scale)
-        runs[name] = _step(block, x, name, device), len(calls)
+        runs[name] = module_step(block, x, name, device), len(calls)
     assert_same(runs[policy][0], runs[None][0])
     assert runs[policy][1] == runs[None][1] == 1
 
@@ -112,7 +105,7 @@ def test_batchnorm_statistics_are_written_once(device, policy, momentum):
     runs = {}
     for name in (None, policy):
         model = copy.deepcopy(base)
-        step = _step(model, x, name, device)
+        step = module_step(model, x, name, device)
         buffers = {k: v.detach().cpu().clone() for k, v in model.named_buffers()}
         model.eval()
         with torch.no_grad():
@@ -142,8 +135,8 @@ def test_a_module_that_reads_the_buffer_it_writes(device):
     base = _Counting().to(device)
     x = torch.randn(2, 4).to(device)
     ref_model, got_model = copy.deepcopy(base), copy.deepcopy(base)
-    ref = _step(ref_model, x, None, device)
-    got = _step(got_model, x, "nothing_saveable", device)
+    ref = module_step(ref_model, x, None, device)
+    got = module_step(got_model, x, "nothing_saveable", device)
     assert_same(got, ref)
     assert float(got_model.count.cpu()) == float(ref_model.count.cpu()) == 1.0
 
@@ -260,13 +253,13 @@ def test_eval_between_forward_and_backward_leaves_the_forward_graph(device, poli
                 xla_ckpt.checkpointed(block, policy=name)
         body = model if name is None or region == "module" else (
             lambda t, model=model, name=name: xla_ckpt.checkpoint(model, t, policy=name))
-        _seed(device, 1)
+        seed_all(device, 1)
         xi = x.detach().clone().requires_grad_()
         out = body(xi)
         model.eval()
         out.square().sum().backward()
-        rng = _rng(device)  # before the sync, which derives torch_xla's next seed from the base seed alone
-        _sync(device)
+        rng = rng_state(device)  # before the sync, which derives torch_xla's next seed from the base seed alone
+        sync(device)
         grads = [xi.grad] + [p.grad for p in model.parameters()]
         runs[name] = ([out.detach()], grads), {k: v.detach().cpu().clone() for k, v in model.named_buffers()}, rng
         assert not any(m.training for m in model.modules())

@@ -27,7 +27,7 @@ from helpers import replay_kind
 from xla_ckpt import Decision, OpCall
 
 aten = torch.ops.aten
-# XLA:CPU compiles the checkpointed and the plain step into different graphs (see test_fuzz.XLA_TOL).
+# XLA:CPU compiles the checkpointed and the plain step into different graphs (see fuzz_check.XLA_TOL).
 XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-import test_fuzz
+import fuzz_check
 from fuzz_programs import Step
 from helpers import replay_kind
 
@@ -25,7 +25,7 @@ def test_saved_relu_output_written_through_unfold_or_complex_view_after_a_tag(xl
     steps = (Step("act", (0,), 0), Step("tag_last", (), 1), Step("act", (2,), 3), Step("inplace_last", (), variant),
              Step("act", (3,), 0))
     with replay_kind(direct):
-        assert test_fuzz.check(steps, "nothing_saveable", xla_device, test_fuzz.XLA_TOL) == "both raised"
+        assert fuzz_check.check(steps, "nothing_saveable", xla_device, fuzz_check.XLA_TOL) == "both raised"
 
 
 @pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable", "dots_saveable"])

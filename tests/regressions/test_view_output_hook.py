@@ -52,11 +52,11 @@ for fn in (through_unfold, through_complex, through_t):
 # The fuzz's program (a fresh chain's expand-reshape copy written through view_as_complex / unfold views).
 from fuzz_programs import Step
 from helpers import replay_kind
-import test_fuzz
+import fuzz_check
 for variant in (4, 5):
     with replay_kind(True):
-        assert test_fuzz.check((Step("view_chain", (0,), 2269), Step("inplace_last", (), variant)),
-                               "nothing_saveable", d, test_fuzz.XLA_TOL) == "exact"
+        assert fuzz_check.check((Step("view_chain", (0,), 2269), Step("inplace_last", (), variant)),
+                               "nothing_saveable", d, fuzz_check.XLA_TOL) == "exact"
 print("exact")
 """
 

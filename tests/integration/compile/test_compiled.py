@@ -35,8 +35,7 @@ from xla_ckpt.models import GPT, GPTConfig
 # CI's newest-torch tier runs this file's slow tests too: the compiled path changes most between torch versions.
 pytestmark = pytest.mark.newest
 
-from helpers import assert_same
-from test_engine import EXAMPLE_PARAMS
+from helpers import assert_same, example_policy, loss_grads
 
 aten = torch.ops.aten
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layer=2, n_head=2, d_model=32)
@@ -47,10 +46,6 @@ RECOMPUTES = (torch.utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE, torch.ut
 DROPOUT_CLONE = "Dropout"
 # Compiled kernels (inductor) reassociate sums: gradients agree to fp32 rounding, not bit for bit.
 INDUCTOR_TOL = {"rtol": 1e-4, "atol": 1e-5}
-
-
-def _policy(name: str) -> Any:
-    return policies.get(name, **EXAMPLE_PARAMS.get(name, {}))
 
 
 ALIASES = (aten.detach.default, aten.alias.default)  # the same value under another node
@@ -163,11 +158,8 @@ def _batch() -> torch.Tensor:
 
 
 def _grads(model: nn.Module, fn: Any) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-    model.zero_grad(set_to_none=True)
     idx = _batch()
-    loss = fn(idx, idx)
-    loss.backward()
-    return [loss.detach()], [p.grad for p in model.parameters()]
+    return loss_grads(lambda: fn(idx, idx), list(model.parameters()))
 
 
 class _Recording:
@@ -183,7 +175,7 @@ class _Recording:
 
 
 def _eager(name: str) -> dict[str, Any]:
-    rec = _Recording(_policy(name))
+    rec = _Recording(example_policy(name))
     model = _gpt(rec)
     idx = _batch()
     # Every SAVE output the policy chose, before the eager engine's liveness drops the unread ones
@@ -204,7 +196,7 @@ def _eager(name: str) -> dict[str, Any]:
 def _compiled_run(name: str) -> dict[str, Any]:
     torch._dynamo.reset()
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
-    model = _gpt(_policy(name))
+    model = _gpt(example_policy(name))
     ref_model = _gpt(None)
     ref = _grads(ref_model, ref_model)
     with _lowering.recorded() as regions, warnings.catch_warnings():
@@ -226,7 +218,7 @@ def _packet_name(op: Any) -> str:
 
 
 # Planning policies (memory_budget) are planned on the joint graph: tests/integration/compile/test_compiled_budget.py.
-PER_OP = [n for n in policies.names() if not plans(_policy(n))]
+PER_OP = [n for n in policies.names() if not plans(example_policy(n))]
 # The fast tier compiles one of each kind (dots, names, a combinator, offload, torch's policy, the two
 # extremes); `make test-all` compiles every per-op policy. Each compile is about 5 s on 2 idle cores.
 FAST_PER_OP = {"dots_saveable", "nothing_saveable", "everything_saveable", "save_only_these_names", "any_of",
@@ -320,7 +312,7 @@ def test_eager_block_keeps_no_more_than_the_compiled_partition(name: str) -> Non
 
     torch.manual_seed(0)
     block = Block(CFG)
-    xla_ckpt.checkpointed(block, policy=_policy(name))
+    xla_ckpt.checkpointed(block, policy=example_policy(name))
     x = torch.randn(BATCH, CFG.seq_len, CFG.d_model, requires_grad=True)
     compiled = _compiled_block_bytes(block, x)
     with xla_ckpt.saved_activations() as report:
@@ -395,24 +387,17 @@ def test_checkpoint_called_directly_compiles() -> None:
     def f(x):
         return xla_ckpt.checkpoint(block, x, policy="dots_saveable").square().sum()
 
-    ref = _grads_of(f, x, params)
+    ref = loss_grads(lambda: f(x), [x, *params])
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
     torch._dynamo.reset()
     with _lowering.recorded() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = _grads_of(torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy)), x, params)
+        compiled = torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy))
+        got = loss_grads(lambda: compiled(x), [x, *params])
     assert_same(ref, got)
     assert len(spy.graphs) == 1
     modules = {d.call.module for d in regions[-1].decided}
     assert {"attn.qkv", "mlp.up", "ln1"} <= modules, modules
-
-
-def _grads_of(f, x, params):
-    for t in [x, *params]:
-        t.grad = None
-    y = f(x)
-    y.backward()
-    return [y.detach()], [t.grad for t in [x, *params]]
 
 
 # --------------------------------------------------------------------------- inductor

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import assert_same
+from helpers import assert_same, loss_grads
 from xla_ckpt import hf_models
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._base.errors import recompute_mismatch_hint
@@ -31,10 +31,7 @@ def _llama():
 
 
 def _grads(model, batch):
-    torch.manual_seed(5)
-    loss = model(**batch).loss
-    loss.backward()
-    return [loss.detach()], [p.grad for p in model.parameters()]
+    return loss_grads(lambda: model(**batch).loss, list(model.parameters()), seed=5)
 
 
 @pytest.fixture(autouse=True)

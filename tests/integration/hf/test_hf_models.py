@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import xla_ckpt
+from helpers import seed_all
 from xla_ckpt import hf_models
 
 ARCHS = list(hf_models.ARCHS)
@@ -57,17 +58,9 @@ def _presets_for(arch: str, device: torch.device) -> list[str]:
     return [PRESETS[ARCHS.index(arch) % len(PRESETS)]]
 
 
-def _seed(device: torch.device) -> None:
-    torch.manual_seed(5)
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.manual_seed(5)
-
-
 def _step(model: torch.nn.Module, batch: dict[str, Any], device: torch.device):
     """One training step's loss, named grads (on CPU) and the bytes autograd kept for backward."""
-    _seed(device)
+    seed_all(device, 5)
     with xla_ckpt.saved_activations() as kept:
         loss = model(**batch).loss
     loss.backward()

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import OpCounter
+from helpers import OpCounter, loss_grads
 from xla_ckpt._api.blocks import blocks_left_out
 from xla_ckpt._base.warn import forgetting
 
@@ -87,13 +87,10 @@ class _MoELayer(nn.Module):
         self.experts = nn.ModuleList([_Expert() for _ in range(4)])
 
 
-def _grads(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    torch.manual_seed(5)
-    loss = model(x).square().mean()
-    loss.backward()
-    grads = [p.grad for p in model.parameters()]
+def _grads(model: nn.Module, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    loss, grads = loss_grads(lambda: model(x).square().mean(), list(model.parameters()), seed=5)
     assert all(g is not None for g in grads)
-    return loss.detach(), grads
+    return loss, grads
 
 
 def test_find_blocks_takes_every_stage_and_reports_what_it_left_out():

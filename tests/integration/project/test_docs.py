@@ -8,6 +8,7 @@ with inductor (`torch.compile`) the ``slow`` mark. A block not meant to run is f
 
 from __future__ import annotations
 
+from doc_blocks import fences, pages, python_blocks
 from helpers import ROOT_DIR
 
 import re
@@ -19,46 +20,7 @@ import pytest
 ROOT = Path(ROOT_DIR)
 
 
-def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # glob("*.md"): docs/notes/ is not in it
-
-
-def fences(text: str) -> list[tuple[int, str, str]]:
-    """(line of the opening fence, its language, the block's code) for each fenced block, in order."""
-    out, lines, i = [], text.split("\n"), 0
-    while i < len(lines):
-        m = re.match(r"^(`{3,})(.*)$", lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, lang, start = m.group(1), m.group(2).strip(), i
-        i += 1
-        while i < len(lines) and lines[i].rstrip() != fence:
-            i += 1
-        if i == len(lines):
-            raise AssertionError(f"line {start + 1}: fence {fence}{lang} is never closed")
-        out.append((start + 1, lang, "\n".join(lines[start + 1:i])))
-        i += 1
-    return out
-
-
-def _blocks() -> list:
-    params = []
-    for page in pages():
-        for line, lang, code in fences(page.read_text()):
-            if lang != "python":
-                continue
-            marks = []
-            if "torch_xla" in code:
-                marks.append(pytest.mark.xla)
-            if "torch.compile(" in code:
-                marks.append(pytest.mark.slow)  # inductor compiles for minutes on 2 shared cores
-            name = f"{page.relative_to(ROOT)}:{line}"
-            params.append(pytest.param(name, code, marks=marks, id=name))
-    return params
-
-
-@pytest.mark.parametrize("name, code", _blocks())
+@pytest.mark.parametrize("name, code", python_blocks())
 def test_python_block_runs(name, code, monkeypatch, xla_device_if_needed):
     monkeypatch.chdir(ROOT)  # blocks name files as a user in the checkout would: "policies/dots.toml"
     with warnings.catch_warnings():
@@ -82,7 +44,7 @@ def test_every_page_is_collected_and_has_runnable_code():
     counted = {}
     for page in pages():
         counted[page.relative_to(ROOT).as_posix()] = sum(lang == "python" for _, lang, _ in fences(page.read_text()))
-    assert counted["README.md"] >= 2 and len(_blocks()) == sum(counted.values()) >= 12, counted
+    assert counted["README.md"] >= 2 and len(python_blocks()) == sum(counted.values()) >= 12, counted
 
 
 def test_every_opening_fence_names_its_language():

@@ -245,8 +245,8 @@ def test_the_write_check_can_fail() -> None:
 
 
 def test_test_file_names_are_unique():
-    """tests/conftest.py puts every test folder on sys.path, so pytest imports test files by basename:
-    two files of one name in different folders stop the run at collection (a merge did, once)."""
+    """pytest imports each test file by its basename (no ``__init__.py`` in the tree, its folder put on
+    sys.path): two files of one name in different folders stop the run at collection."""
     seen: dict[str, pathlib.Path] = {}
     clashes = []
     for p in sorted((pathlib.Path(ROOT_DIR) / "tests").rglob("*.py")):

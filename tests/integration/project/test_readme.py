@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from test_docs import _blocks, fences, pages
+from doc_blocks import fences, pages, python_blocks
 
 ROOT = Path(ROOT_DIR)
 README = ROOT / "README.md"
@@ -156,7 +156,7 @@ def test_readme_is_short():
 
 
 def test_the_three_quick_starts_run_in_test_docs_and_the_xla_one_on_xla():
-    blocks = [p for p in _blocks() if p.values[0].startswith("README.md:")]
+    blocks = [p for p in python_blocks() if p.values[0].startswith("README.md:")]
     codes = [p.values[1] for p in blocks]
     assert any("LlamaForCausalLM" in c and "torch_xla" not in c for c in codes), "the Hugging Face quick start"
     assert any("checkpointed(" in c for c in codes), "the own-block quick start"

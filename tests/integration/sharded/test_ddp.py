@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import PROBES_DIR
-from test_sharded import _free_port, _run
+from helpers import free_port, run_probe
 
 pytestmark = pytest.mark.slow  # a subprocess probe spawning two gloo ranks (~10 s)
 
@@ -34,7 +34,7 @@ EXACT = dict(rtol=0, atol=0)  # CPU eager: the library's claim is bitwise (docs/
 def ranks(tmp_path_factory):
     """What each rank saved, ``[rank0, rank1]``, each ``{(model, variant, preset): record}``."""
     out = tmp_path_factory.mktemp("ddp")
-    meta = _run("ddp_probe.py", out, _free_port())
+    meta = run_probe("ddp_probe.py", out, free_port())
     assert meta["world"] == 2, meta
     return [torch.load(out / f"rank{r}.pt") for r in range(meta["world"])]
 

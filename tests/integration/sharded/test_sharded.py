@@ -3,51 +3,22 @@ runtime starts; each torch.distributed run gets its own port). The README recipe
 
 from __future__ import annotations
 
-from helpers import ROOT_DIR, PROBES_DIR
+from helpers import free_port, run_probe
 
 import copy
-import json
-import os
 import pickle
-import socket
-import subprocess
-import sys
 
 import pytest
 
-PROBES = PROBES_DIR
-ROOT = ROOT_DIR
 # fp32 grads of the sharded run vs one unsharded eager process: a few ulps of the largest value
 # (4.8e-7 measured); all-reduce/reduce-scatter order differs from a single process's sums.
 SHARDED_ATOL = 1e-5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# A gloo rank process that aborts while tearing down (seen once on torch 2.13 under heavy load, not
-# reproducible alone): a crash of the launcher, not a result. One retry; any other failure is a failure.
-_TEARDOWN_CRASH = "terminate called without an active exception"
-
-
-def _run(script, *args):
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, os.path.join(PROBES, script), *map(str, args)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script in ("fsdp2_probe.py", "ddp_probe.py"):
-        # the last argument is the rendezvous port: a fresh one for the retry
-        out = subprocess.run(cmd[:-1] + [str(_free_port())], capture_output=True, text=True, timeout=600, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.slow  # three SPMD processes with 4 virtual devices, each compiling
 @pytest.mark.xla
 def test_fsdpv2_spmd_policies(xla_device, tmp_path):
-    r = {p: _run("fsdpv2_probe.py", p, tmp_path / p) for p in ("none", "nothing_saveable", "dots_saveable")}
+    r = {p: run_probe("fsdpv2_probe.py", p, tmp_path / p) for p in ("none", "nothing_saveable", "dots_saveable")}
     for p, res in r.items():
         assert res["devices"] == 4 and res["n_grads"] == 12, res
         assert res["max_abs_diff"] <= SHARDED_ATOL, (p, res)
@@ -68,7 +39,7 @@ def test_fsdpv2_spmd_policies(xla_device, tmp_path):
 def test_every_preset_under_fsdpv2_by_hand_and_in_the_trainer(xla_device, tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    r = _run("fsdpv2_presets_probe.py", tmp_path / "dump")
+    r = run_probe("fsdpv2_presets_probe.py", tmp_path / "dump")
     assert r.pop("devices") == 4
     r.pop("cpu_s")
     for name, res in r.items():
@@ -90,7 +61,7 @@ def test_every_preset_under_fsdpv2_by_hand_and_in_the_trainer(xla_device, tmp_pa
 @pytest.mark.xla
 def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device):
     pytest.importorskip("transformers")
-    r = _run("fsdpv2_scan_probe.py")
+    r = run_probe("fsdpv2_scan_probe.py")
     assert r["devices"] == 4
     if r["scan"] == "ran":
         assert r["mismatch"] is None and r["max_grad_diff"] <= SHARDED_ATOL, r  # loss and every grad, none None
@@ -109,7 +80,7 @@ def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device)
 @pytest.mark.parametrize("policy", [pytest.param("none", marks=pytest.mark.slow), "dots_saveable",
                                     pytest.param("nothing_saveable", marks=pytest.mark.slow)])
 def test_torch_fsdp2_gloo(policy):
-    r = _run("fsdp2_probe.py", policy, _free_port())
+    r = run_probe("fsdp2_probe.py", policy, free_port())
     assert r["n_grads"] == 12 and r["max_abs_diff"] <= SHARDED_ATOL, r
     # Reshard-after-forward freed the unsharded weights our linear saved; backward refilled them.
     assert r["unsharded_freed_after_forward"], r
@@ -130,7 +101,7 @@ def test_torch_fsdp2_gloo(policy):
 # replay dropped the annotation (xs.mark_sharding bypasses the dispatcher), so the partitioner recomputed
 # h replicated: per-device peak 1.57x no checkpointing's, 123 values of h's full shape in the HLO.
 def _annotated(tmp_path, variants):
-    r = _run("annotate_probe.py", tmp_path / "dump", *variants)
+    r = run_probe("annotate_probe.py", tmp_path / "dump", *variants)
     assert r["devices"] == 4, r
     results = r["results"]
     none = results["none"]

@@ -11,41 +11,15 @@ import sys
 
 import pytest
 import torch
-from torch import nn
 
 import xla_ckpt
 from xla_ckpt._api import scan as _scan
-from xla_ckpt.models import Block, GPTConfig
 
 from helpers import assert_same
+from scan_layers import gpt_layers as _layers, layer_grads as _run, unrolled as _unrolled
 
 PROBES = PROBES_DIR
 pytestmark = pytest.mark.xla
-
-
-def _layers(n: int, device: torch.device, d: int = 32) -> nn.ModuleList:
-    torch.manual_seed(0)
-    return nn.ModuleList(Block(GPTConfig(d_model=d, n_head=2, seq_len=16)) for _ in range(n)).to(device)
-
-
-def _run(layers: nn.ModuleList, x: torch.Tensor, f) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-    import torch_xla
-
-    for t in [x, *layers.parameters()]:
-        t.grad = None
-    y = f(x)
-    y.square().sum().backward()
-    torch_xla.sync()
-    return [y.detach()], [t.grad for t in [x, *layers.parameters()]]
-
-
-def _unrolled(layers: nn.ModuleList):
-    def f(h):
-        for layer in layers:
-            h = layer(h)
-        return h
-
-    return f
 
 
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable", "everything_saveable"])

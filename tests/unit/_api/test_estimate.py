@@ -8,73 +8,15 @@ unchecked model's. Attention runs the math SDPA path in the reference, as on met
 
 from __future__ import annotations
 
-import copy
 import re
-from typing import Any
 
 import pytest
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 
 import xla_ckpt
-from xla_ckpt import hf_models, policies
+from estimate_check import check_exact
+from xla_ckpt import hf_models
 from xla_ckpt.models import GPT, GPTConfig
-
-BUDGETS = (0.1, 0.5)
-PRESETS = tuple(xla_ckpt.presets())
-
-
-def _user_policy(call: xla_ckpt.OpCall) -> xla_ckpt.Decision:
-    """A user policy: keep matmul outputs larger than 2 KiB and softmax outputs, recompute the rest."""
-    big_mm = call.op.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm) and call.nbytes > 2048
-    keep = big_mm or call.op.overloadpacket is torch.ops.aten._softmax
-    return xla_ckpt.Decision.SAVE if keep else xla_ckpt.Decision.RECOMPUTE
-
-
-def _variants() -> list[tuple[str, dict[str, Any]]]:
-    out: list[tuple[str, dict[str, Any]]] = [(p, {"config": p}) for p in PRESETS]
-    out += [(f"budget{f}", {"config": {"checkpoint": [{"blocks": True, "budget": f}]}}) for f in BUDGETS]
-    out += [("user", {"policy": _user_policy}), ("dots_policy", {"policy": policies.dots_saveable})]
-    return out
-
-
-def _real(model: torch.nn.Module, args: tuple, kwargs: dict, how: dict[str, Any]) -> tuple[int, dict, int, int]:
-    m = copy.deepcopy(model)
-    if "config" in how:
-        xla_ckpt.apply(m, how["config"])
-    elif "policy" in how:
-        for name in xla_ckpt.find_blocks(m):
-            xla_ckpt.checkpointed(m.get_submodule(name), policy=how["policy"])
-    with sdpa_kernel(SDPBackend.MATH):
-        with xla_ckpt.saved_activations() as report, FlopCounterMode(display=False) as fwd:
-            out = m(*args, **kwargs)
-        loss = out.loss if hasattr(out, "loss") else out
-        with FlopCounterMode(display=False) as bwd:
-            loss.backward()
-    for p in m.parameters():
-        assert p.grad is not None or not p.requires_grad
-    return report.nbytes, report.by_module(), fwd.get_total_flops(), bwd.get_total_flops()
-
-
-def _check(model: torch.nn.Module, args: tuple, kwargs: dict, only: tuple[str, ...] = ()) -> dict[str, int]:
-    base = _real(model, args, kwargs, {})
-    kept = {}
-    for name, how in _variants():
-        if only and name not in only:
-            continue
-        nbytes, by_module, fwd, bwd = _real(model, args, kwargs, how)
-        est = xla_ckpt.estimate(model, *args, **how, **kwargs)
-        assert est.activation_bytes == nbytes, name
-        assert dict(est.by_module) == by_module, name
-        assert est.forward_flops == fwd, name
-        assert est.recompute_flops == bwd - base[3], name
-        assert est.backward_flops == base[3], name
-        kept[name] = est.activation_bytes
-    # The policies did something, and the estimate sees it.
-    assert kept["full"] < kept["megatron_selective"] < kept["none"] == base[0], kept
-    return kept
-
 
 def _gpt() -> tuple[torch.nn.Module, tuple]:
     torch.manual_seed(0)
@@ -85,13 +27,13 @@ def _gpt() -> tuple[torch.nn.Module, tuple]:
 
 def test_gpt_exact() -> None:
     model, args = _gpt()
-    _check(model, args, {}, only=("none", "full", "megatron_selective", "budget0.5", "user"))
+    check_exact(model, args, {}, only=("none", "full", "megatron_selective", "budget0.5", "user"))
 
 
 @pytest.mark.slow
 def test_gpt_every_policy_exact() -> None:
     model, args = _gpt()
-    _check(model, args, {})
+    check_exact(model, args, {})
     for p in model.parameters():
         assert not p.is_meta  # the user's model is never moved or wrapped
     assert xla_ckpt.find_blocks(model) and not any(
@@ -100,7 +42,7 @@ def test_gpt_every_policy_exact() -> None:
 
 def test_hf_llama_exact() -> None:
     model = hf_models.build("llama")
-    _check(model, (), hf_models.batch("llama", model), only=("none", "full", "megatron_selective"))
+    check_exact(model, (), hf_models.batch("llama", model), only=("none", "full", "megatron_selective"))
 
 
 # Forwards that read tensor values, which the meta device does not have: the MoE decoders' routing
@@ -115,7 +57,7 @@ DATA_DEPENDENT = {"bart", "mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "phimoe"
 @pytest.mark.parametrize("arch", [a for a in hf_models.ARCHS if a not in DATA_DEPENDENT])
 def test_hf_table_every_policy_exact(arch: str) -> None:
     model = hf_models.build(arch)
-    _check(model, (), hf_models.batch(arch, model))
+    check_exact(model, (), hf_models.batch(arch, model))
 
 
 @pytest.mark.parametrize("arch", ["mixtral", pytest.param("bart", marks=pytest.mark.slow)])
@@ -133,7 +75,7 @@ def test_data_dependent_forward_is_named_or_exact(arch: str) -> None:
     except RuntimeError as e:
         assert re.search(r"cannot run on the meta device.*saved_activations", str(e)), str(e)
         return
-    _check(model, (), kwargs, only=("none", "full", "megatron_selective"))
+    check_exact(model, (), kwargs, only=("none", "full", "megatron_selective"))
 
 
 def test_meta_model_allocates_nothing_and_matches() -> None:

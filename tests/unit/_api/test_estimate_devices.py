@@ -9,7 +9,6 @@ exactly those forms. The XLA:CPU half is tests/integration/xla/test_estimate_xla
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -18,57 +17,14 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import xla_ckpt
-from xla_ckpt import hf_models
 from xla_ckpt._api.device_forms import _sdpa_math
-from xla_ckpt.models import GPT, GPTConfig
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def gpt(dtype: torch.dtype) -> tuple[torch.nn.Module, tuple, dict]:
-    """The demo GPT: LayerNorm, written-out attention, four dropouts (p=0.1) a block."""
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=2, n_head=4, d_model=64, seq_len=32, dropout=0.1)).to(dtype)
-    idx = torch.randint(0, 512, (2, 32))
-    return model, (idx, idx), {}
-
-
-def gpt2(dtype: torch.dtype) -> tuple[torch.nn.Module, tuple, dict]:
-    """HF GPT-2: LayerNorm, SDPA with dropout 0.1 inside, residual and embedding dropout."""
-    model = hf_models.build("gpt2", d_model=64, n_layer=2, n_head=4, seq_len=64).to(dtype)
-    idx = torch.randint(0, 128, (2, 64), generator=torch.Generator().manual_seed(0))
-    return model, (idx,), {"labels": idx, "use_cache": False}
-
-
-def real(model: torch.nn.Module, args: tuple, kwargs: dict, config: str,
-         device: Any = "cpu") -> tuple[int, dict[str, int]]:
-    """``saved_activations()`` of one real training step of a copy of ``model`` under ``config`` on ``device``."""
-    m = copy.deepcopy(model)
-    xla_ckpt.apply(m, config)
-    m = m.to(device)
-    args = tuple(a.to(device) for a in args)
-    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    with sdpa_kernel(SDPBackend.MATH):
-        with xla_ckpt.saved_activations() as report:
-            out = m(*args, **kwargs)
-        (out.loss if hasattr(out, "loss") else out).backward()
-    assert all(p.grad is not None for p in m.parameters() if p.requires_grad)
-    return report.nbytes, report.by_module()
-
-
-def check(build: Any, dtype: torch.dtype, config: str, device: str, where: Any = "cpu") -> int:
-    model, args, kwargs = build(dtype)
-    nbytes, by_module = real(model, args, kwargs, config, where)
-    est = xla_ckpt.estimate(model, *args, config=config, device=device, **kwargs)
-    assert est.activation_bytes == nbytes, (config, est.activation_bytes - nbytes)
-    assert dict(est.by_module) == by_module, config
-    return nbytes
+from estimate_check import DTYPES, check_forms, gpt, gpt2
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("build", [gpt, gpt2], ids=["gpt", "gpt2"])
 def test_cpu_forms_exact(build: Any, dtype: str) -> None:
-    kept = {c: check(build, DTYPES[dtype], c, "cpu") for c in ("none", "megatron_selective", "full")}
+    kept = {c: check_forms(build, DTYPES[dtype], c, "cpu") for c in ("none", "megatron_selective", "full")}
     assert kept["full"] < kept["megatron_selective"] < kept["none"], kept
 
 

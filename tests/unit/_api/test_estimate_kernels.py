@@ -16,13 +16,13 @@ import xla_ckpt
 from xla_ckpt import hf_models
 from xla_ckpt._api.known import KnownValues
 
-from test_estimate import _check
+from estimate_check import check_exact
 
 
 def test_hf_without_cache_or_mask_estimates_exactly() -> None:
     model = hf_models.build("llama")
     batch = {**hf_models.batch("llama", model), "use_cache": False}  # no attention_mask
-    kept = _check(model, (), batch, only=("none", "full", "megatron_selective"))
+    kept = check_exact(model, (), batch, only=("none", "full", "megatron_selective"))
     assert kept["full"] > 0
 
 
@@ -32,7 +32,7 @@ def test_hf_packed_position_ids_are_read_from_the_callers_values() -> None:
     model = hf_models.build("llama")
     batch = {**hf_models.batch("llama", model), "use_cache": False}
     batch["position_ids"] = torch.cat([torch.arange(6), torch.arange(10)]).expand(2, 16)
-    _check(model, (), batch, only=("none", "full", "megatron_selective"))
+    check_exact(model, (), batch, only=("none", "full", "megatron_selective"))
 
 
 def test_known_values_never_guess() -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import xla_ckpt
+from helpers import loss_grads
 from xla_ckpt import hf_models
 from xla_ckpt._api import scan_stack
 
@@ -92,11 +93,8 @@ def test_configs_scan_cannot_run_are_refused(config, match):
     assert _forwards(model) == before
 
 
-def _grads(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    model.zero_grad(set_to_none=True)
-    loss = model(**batch, use_cache=False).loss
-    loss.backward()
-    return loss.detach(), [p.grad for p in model.parameters()]
+def _grads(model: torch.nn.Module, batch: dict) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    return loss_grads(lambda: model(**batch, use_cache=False).loss, list(model.parameters()))
 
 
 def test_off_xla_the_layers_run_checkpointed_one_by_one():

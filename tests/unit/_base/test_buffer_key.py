@@ -19,7 +19,7 @@ from xla_ckpt import Decision
 from xla_ckpt._base.xla import buffer_key
 
 from fuzz_programs import PositionPolicy, Step, run
-from test_fuzz import _same
+from fuzz_check import same
 
 aten = torch.ops.aten
 CPU = torch.device("cpu")
@@ -74,4 +74,4 @@ def test_reused_address_fuzz_program():
     for _ in range(RUNS):
         got = run(STEPS, CPU, policy)
         assert not isinstance(got.error, xla_ckpt.CheckpointError), got.error
-        assert _same(plain, got, CPU, {}, spec=True, steps=STEPS) == "exact"
+        assert same(plain, got, CPU, {}, spec=True, steps=STEPS) == "exact"

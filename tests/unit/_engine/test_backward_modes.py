@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import xla_ckpt
-from helpers import OpCounter, replay_kind
+from helpers import OpCounter, replay_kind, seed_all
 from xla_ckpt import policies
 
 aten = torch.ops.aten
@@ -40,14 +40,6 @@ def direct(request):
         yield request.param
 
 
-def _seed(device: torch.device) -> None:
-    torch.manual_seed(3)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(3, device)
-
-
 def _dropout_between_matmuls(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     # x * 2: backward reads nothing of x, so the region drops it and the replay starts from a stand-in.
     h = torch.dropout(x * 2.0, 0.5, True)
@@ -58,7 +50,7 @@ def _step(device: torch.device, policy, mode) -> tuple[list[torch.Tensor], OpCou
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(4, 8, generator=gen).to(device).requires_grad_()
     w = torch.randn(8, 8, generator=gen).to(device).requires_grad_()
-    _seed(device)
+    seed_all(device, 3)
     out = _dropout_between_matmuls(x, w) if policy is None else xla_ckpt.checkpoint(
         _dropout_between_matmuls, x, w, policy=policy)
     with OpCounter() as counter, mode():

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
-from helpers import OpCounter, assert_same, grads_of, torch_sac_context
+from helpers import seed_all
+from helpers import OpCounter, assert_same, example_policy, grads_of, torch_dots, torch_sac_context
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine.backward_device import XlaBackward
 from xla_ckpt._engine.state import RegionState
@@ -32,45 +33,12 @@ B, D, H = 6, 8, 16
 F32 = 4
 
 
-def _torch_dots(ctx, op, *args, **kwargs):
-    from torch.utils.checkpoint import CheckpointPolicy
-
-    return CheckpointPolicy.MUST_SAVE if op.overloadpacket in policies.DOT_OPS else CheckpointPolicy.PREFER_RECOMPUTE
-
-
-# Parameters for the registered policies that need some; a newly registered policy that needs
-# parameters fails test_every_policy_is_exercised until it gets an example here.
-EXAMPLE_PARAMS = {
-    "save_only_these_names": {"names": ["qkv", "mlp_up", "up"]},
-    "save_any_names_but_these": {"names": ["attn_scores", "up"]},
-    "save_ops": {"ops": [aten.mm, aten.addmm]},
-    "recompute_ops": {"ops": [aten.gelu, aten.mm]},
-    "any_of": {"policies": ["dots_with_no_batch_dims_saveable", policies.save_ops(aten.gelu)]},
-    "all_of": {"policies": ["dots_saveable", policies.save_ops(aten.addmm)]},
-    "from_torch": {"fn": _torch_dots},
-    "offload": {"policy": "dots_saveable"},
-    "save_and_offload_only_these_names": {"names_which_can_be_saved": ["qkv"],
-                                          "names_which_can_be_offloaded": ["mlp_up", "up", "attn_out"]},
-    "memory_budget": {"fraction": 0.4},
-}
 POLICIES = policies.names()
-
-
-def _policy(name):
-    return policies.get(name, **EXAMPLE_PARAMS.get(name, {}))
 
 
 def test_every_policy_is_exercised():
     for name in POLICIES:
-        assert callable(_policy(name)), name
-
-
-def _seed(device):
-    torch.manual_seed(1234)
-    if device.type == "xla":
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(1234, device)
+        assert callable(example_policy(name)), name
 
 
 class MLPStack(nn.Module):
@@ -151,11 +119,11 @@ GRID = [pytest.param(name, kind, id=f"{name}-{kind}",
 
 @pytest.mark.parametrize("name, kind", GRID)
 def test_gradients_equal(device, name, kind):
-    fn, ref_fn, inputs, params = _case(kind, device, _policy(name))
+    fn, ref_fn, inputs, params = _case(kind, device, example_policy(name))
 
     def seeded(f):
         def run(*a):
-            _seed(device)
+            seed_all(device)
             return f(*a)
 
         return run
@@ -187,7 +155,7 @@ def _mlp_kept(policy, device="cpu"):
     ],
 )
 def test_exact_saved_bytes(device, name, expected):
-    report, _ = _mlp_kept(_policy(name), device)
+    report, _ = _mlp_kept(example_policy(name), device)
     assert report.nbytes == F32 * expected, str(report)
 
 
@@ -208,7 +176,7 @@ def test_backward_op_counts():
         ("nothing_saveable", 2, 2),
         ("save_only_these_names", 2, 2),  # no tags in this model: like nothing_saveable
     ]:
-        c = backward_counts(_policy(name))
+        c = backward_counts(example_policy(name))
         assert c.count(aten.addmm) - base.count(aten.addmm) == extra_addmm, name
         assert c.count(aten.gelu) - base.count(aten.gelu) == extra_gelu, name
 
@@ -259,10 +227,10 @@ def test_peer_torch_sac_bytes():
     h, inputs = x, []
     for blk in model.blocks:
         inputs.append(h)  # torch's checkpoint keeps each block's inputs for the recompute
-        h = torch_checkpoint(blk, h, use_reentrant=False, context_fn=torch_sac_context(_torch_dots, cached))
+        h = torch_checkpoint(blk, h, use_reentrant=False, context_fn=torch_sac_context(torch_dots, cached))
     assert cached, "torch SAC saved nothing: the peer check would be vacuous"
     kept = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in inputs + cached}
-    report, _ = _mlp_kept(policies.from_torch(_torch_dots))
+    report, _ = _mlp_kept(policies.from_torch(torch_dots))
     # torch SAC keeps every saved output; we drop those backward never reads (each block's last
     # addmm output, B*D floats; block 0's is block 1's input, kept as such): same decisions, less kept.
     unread = B * D * F32

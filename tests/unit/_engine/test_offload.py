@@ -17,7 +17,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 import xla_ckpt
-from helpers import assert_same, grads_of
+from helpers import assert_same, grads_of, seed_all
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine import offload as _offload
 from xla_ckpt._engine import recompute as _recompute
@@ -53,11 +53,7 @@ def _input(device):
 
 def _seeded(fn, device):
     def run(*a):
-        torch.manual_seed(1234)
-        if device.type == "xla":
-            import torch_xla.core.xla_model as xm
-
-            xm.set_rng_state(1234, device)
+        seed_all(device)
         return fn(*a)
 
     return run
@@ -321,13 +317,13 @@ def test_compiled_marks_offload_as_must_save(monkeypatch):
 @pytest.mark.xla
 def test_scan_layers_keeps_offload_on_device(xla_device, monkeypatch):
     """scan_layers lowers to torch's partitioner marks: OFFLOAD is MUST_SAVE there, said once, gradients equal."""
-    from test_scan import _layers, _run, _unrolled
+    from scan_layers import gpt_layers, layer_grads, unrolled
 
-    layers = _layers(2, xla_device)
+    layers = gpt_layers(2, xla_device)
     x = torch.randn(2, 16, 32).to(xla_device).requires_grad_()
-    ref = _run(layers, x, _unrolled(layers))
+    ref = layer_grads(layers, x, unrolled(layers))
     with pytest.warns(UserWarning, match="no offload mark"):
-        got = _run(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
+        got = layer_grads(layers, x, lambda h: xla_ckpt.scan_layers(layers, h, policy=policies.offload("dots_saveable")))
     assert_same(ref, got)
 
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import xla_ckpt
-from helpers import assert_same, grads_of
+from helpers import assert_same, grads_of, sync
 
 # XLA:CPU compiles the checkpointed and the plain step into different graphs (fusion rounding).
 XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -28,20 +28,13 @@ class Block(nn.Module):
         return torch.relu(self.lin(x)).sin()
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
-
-
 def _step(block: Block, x: torch.Tensor, policy: str | None, modify: str, device: torch.device):
     """Forward (checkpointed under ``policy``, or plain), modify ``lin.<modify>`` in place, backward."""
     y = block(x) if policy is None else xla_ckpt.checkpoint(block, x, policy=policy)
     with torch.no_grad():
         getattr(block.lin, modify).mul_(2.0)
     y.sum().backward()
-    _sync(device)
+    sync(device)
     return [x.grad.cpu()] + [p.grad.cpu() for p in block.parameters()]
 
 
@@ -88,7 +81,7 @@ def test_unmodified_parameters_pass_and_a_second_backward_still_works(device):
     y = xla_ckpt.checkpoint(block, x, policy="nothing_saveable")
     y.sum().backward(retain_graph=True)
     y.sum().backward()  # replays again: the versions it checks are still the forward's
-    _sync(device)
+    sync(device)
     block2, x2 = _fresh(device)
     got = grads_of(lambda t: xla_ckpt.checkpoint(block2, t, policy="nothing_saveable"), [x2], list(block2.parameters()))
     assert_same(ref, got, **(XLA_TOL if device.type == "xla" else {}))
@@ -116,7 +109,7 @@ def _replaced(device: torch.device, value: float) -> tuple[torch.Tensor, torch.T
         y = m(x) if policy is None else xla_ckpt.checkpoint(m, x, policy=policy)
         m.shift = torch.full((8,), value, device=device)  # replaced, not modified: no version moves
         y.sum().backward()
-        _sync(device)
+        sync(device)
         grads.append(x.grad.cpu())
     return grads[0], grads[1]
 
@@ -181,7 +174,7 @@ def test_modules_wrapped_by_apply_name_their_parameters(device):
         model[0].lin.bias.add_(1.0)
     with pytest.raises(xla_ckpt.CheckpointError, match=r"parameter 'lin\.bias'.*checkpointed function 'Block\.forward'"):
         y.sum().backward()
-        _sync(device)
+        sync(device)
 
 
 VIEWS = {"view": lambda c: c.view(1, 8), "expand": lambda c: c.expand(4, 8), "slice_of_t": lambda c: c.t()[1:].sum(0)}
@@ -205,7 +198,7 @@ def _closure_read_through(device: torch.device, view: str, scale: float, replay)
                 with torch.no_grad():
                     c.mul_(scale)
             y.sum().backward()
-            _sync(device)
+            sync(device)
         grads.append(x.grad.cpu())
     return grads[0], grads[1]
 
@@ -277,5 +270,5 @@ def test_a_module_weight_gathered_again_for_backward_is_read_without_holding_the
         torch_xla._XLAC._replace_xla_tensor(w, w.new_zeros(1))  # freed, as XLA FSDP does after forward
         torch_xla._XLAC._replace_xla_tensor(w, full)  # gathered again before backward
         torch.autograd.backward([y], [torch.randn(y.shape, generator=torch.Generator().manual_seed(0)).to(xla_device)])
-        _sync(xla_device)
+        sync(xla_device)
     assert_same(plain, ([y.detach()], [x.grad] + [p.grad for p in block.parameters()]), **XLA_TOL)

@@ -16,7 +16,7 @@ import xla_ckpt
 from xla_ckpt import policies
 from xla_ckpt.models import Block, GPTConfig
 
-from helpers import assert_same, grads_of
+from helpers import assert_same, example_policy, grads_of
 
 
 class LoRALinear(nn.Module):
@@ -69,9 +69,7 @@ def test_adapter_model_keeps_no_more_than_none(name):
     model = AdapterModel()
     x = torch.randn(4, 6, 8)
     params = [p for p in model.parameters() if p.requires_grad]
-    from test_engine import _policy  # the example parameters of every registered policy
-
-    policy = _policy(name)
+    policy = example_policy(name)  # with the example parameters of every registered policy
     assert_same(grads_of(lambda x: model(x), [x], params), grads_of(lambda x: model(x, policy=policy), [x], params))
     none = _kept(model, x, None)
     assert _kept(model, x, policy) <= none, name
