@@ -50,6 +50,7 @@ class _Local(threading.local):
 
 
 _local = _Local()
+local = _local  # read by the forward's dispatch mode inline (``current_name`` without the call, per op)
 _lock = threading.Lock()
 _users = 0
 _handles: list = []

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from xla_ckpt._base import compat as _compat
 
 __all__ = ["Absent", "Pruned", "Away", "Versions", "written"]
 
@@ -54,7 +53,11 @@ class Away:
 def written(versions: Versions) -> bool:
     """Whether any still-alive tensor of ``versions`` was modified in place since its version was taken."""
     for ref, v in versions:
-        t = _compat.deref(ref)
-        if t is not None and t._version != v:
-            return True
+        t = ref()  # ``_compat.deref``, inline: this is the per-op path
+        if t is not None:
+            fix = getattr(t, "_fix_weakref", None)
+            if fix is not None:
+                fix()
+            if t._version != v:
+                return True
     return False

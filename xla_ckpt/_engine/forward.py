@@ -174,14 +174,21 @@ class Forward:
         if self.written_now:  # slots this op writes (eager): judged once autograd has counted the write
             self.settle_next, self.written_now = self.written_now, []
         self.own_from, self.packed_before = self.packed_before, len(self.early)
-        outs, meta, only_tensors = out_scan(call.out)
+        out = call.out
+        if type(out) is torch.Tensor:  # ``out_scan``'s common case, inline: this is the per-op path
+            outs, meta, only_tensors = [out], ((out.shape, out.dtype),), True
+        else:
+            outs, meta, only_tensors = out_scan(out)
         self.flow.op(reads, outs, only_tensors, info.mutable)
         if self.made is not None:
             self.made(outs)
         # Versions now, not when decided: an in-place op right after this one must count as a write.
         # Weakly, the objects fn got (our detached aliases, made below autograd, do not share their
         # version counter): if one is alive and its version moved, it was written in place.
-        versions = tuple([(weakref.ref(t), t._version) for t in outs])
+        if len(outs) == 1:  # the common case without a comprehension (a call per op in Python 3.11)
+            versions: tuple = ((weakref.ref(outs[0]), outs[0]._version),)
+        else:
+            versions = tuple([(weakref.ref(t), t._version) for t in outs])
         if self.recorder is not None:
             self.recorder.calls.append(call)
         self.pending = (call, self.policies[-1], info, versions, draw, sig, meta)
@@ -235,7 +242,7 @@ class Forward:
         if why is PLANNED:  # decided with the whole region at the end of forward
             self.planned.setdefault(id(policy), (policy, []))[1].append(pos)
         if cached is not None and self.cache_keys is not None:
-            for t in tensors(cached):
+            for t in ((cached,) if isinstance(cached, torch.Tensor) else tensors(cached)):
                 self.cache_keys[buffer_key(t)] = pos
 
     def module_ran(self, module: Any) -> None:

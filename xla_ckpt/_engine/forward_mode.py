@@ -19,7 +19,7 @@ from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla_state import lift
 from xla_ckpt._engine.forward import Forward
 from xla_ckpt._ir.opcall import OpCall
-from xla_ckpt._ir.record import arg_scan, draws, op_info
+from xla_ckpt._ir.record import INFO, arg_scan, draws, op_info
 from xla_ckpt._ir.replay_state import Draw, draw_source
 
 __all__ = ["ForwardMode"]
@@ -47,7 +47,7 @@ class ForwardMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if kwargs is None:
             kwargs = {}
-        info = op_info(func)
+        info = INFO.get(func) or op_info(func)  # inline lookup: this is the per-op path
         if self.busy:
             return func(*args, **kwargs)
         fw = self.owner
@@ -70,7 +70,8 @@ class ForwardMode(TorchDispatchMode):
             out = func(*args, **kwargs)
         self.busy = True
         try:
-            fw.on_op(OpCall(func, args, kwargs, out, _modules.current_name()), info, draw, sig, reads)
+            names = _modules.local.names  # ``current_name()``, inline: this is the per-op path
+            fw.on_op(OpCall(func, args, kwargs, out, names[-1] if names else ""), info, draw, sig, reads)
         finally:
             self.busy = False
         # A factory op (or a copy from the CPU) on XLA: fn must get the tensor torch_xla gives it

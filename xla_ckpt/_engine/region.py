@@ -110,12 +110,16 @@ class _Region:
     # -- backward ---------------------------------------------------------------------------------
     def unpack(self, index: int) -> torch.Tensor:
         state = self.state
-        if self.forward is None:
-            state.check_inputs()  # the more specific message first: a region input changed after forward
         # Autograd checks a saved tensor's version at unpack; the slot does the same (inline: per op).
         ref, version = state.packed_versions[index]
-        t = _compat.deref(ref)
+        t = ref()  # ``_compat.deref``, inline
+        if t is not None:
+            fix = getattr(t, "_fix_weakref", None)
+            if fix is not None:
+                fix()
         if index in state.dirty or (t is not None and t._version != version):
+            if self.forward is None:
+                state.check_inputs()  # the more specific message first: a region input changed after forward
             raise _modified(state, index, t)
         if self.forward is not None:
             return self.forward.unpack(index)

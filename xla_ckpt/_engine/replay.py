@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._engine.outside import check_read, check_view_read
 from xla_ckpt._base.errors import recompute_mismatch_hint
 from xla_ckpt._ir.opcall import Decision
-from xla_ckpt._ir.record import CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, tensors
+from xla_ckpt._ir.record import INFO, CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, tensors
 from xla_ckpt._ir.spec import stand_in
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
@@ -64,7 +64,7 @@ class ReplayMode(TorchDispatchMode):
             kwargs = {}
         if self.busy:
             return func(*args, **kwargs)
-        info = op_info(func)
+        info = INFO.get(func) or op_info(func)  # inline lookup: this is the per-op path
         if info.skipped:
             out = func(*args, **kwargs)
             if not info.propagate:
@@ -185,10 +185,13 @@ class ReplayMode(TorchDispatchMode):
                         "Please report this with the function; checkpoint(..., verify=True) runs every op and "
                         "avoids it."
                     )
-        out = self._run(func, args, kwargs, rec)
-        if rec.draw is not None and self.fence is not None:
-            out = self._fenced(out)  # see ``program._redraw``
-        meta = out_meta(out)
+        if rec.draw is None:  # ``_run``'s common case, inline: this is the per-op path
+            out = func(*args, **kwargs)
+        else:
+            out = self._run(func, args, kwargs, rec)
+            if self.fence is not None:
+                out = self._fenced(out)  # see ``program._redraw``
+        meta = ((out.shape, out.dtype),) if type(out) is torch.Tensor else out_meta(out)
         if meta != rec.meta:
             raise CheckpointError(
                 f"recomputation of {func} in module '{rec.module}' (op #{pos}) produced {_meta(meta)}, the forward "

@@ -180,21 +180,26 @@ def _promote(region: RegionState, flow: Dataflow, early: list[torch.Tensor], sav
             candidates[p] = j
     if not candidates:
         return lv
-    best = _kept_bytes(region, lv)
+    sizes: dict[int, int] = {}  # bytes per kept position, counted once for every trial
+    best = _kept_bytes(region, lv, sizes)
     for p, j in sorted(candidates.items()):
         trial = flow.analyse(saved | {p})
-        size = _kept_bytes(region, trial)
+        size = _kept_bytes(region, trial, sizes)
         if size < best:
             saved.add(p)
             best, lv = size, trial
             region.promote(p, early[j], (region.packed_versions[j],))
     return lv
 
-def _kept_bytes(region: RegionState, lv: Any) -> int:
+def _kept_bytes(region: RegionState, lv: Any, sizes: dict[int, int]) -> int:
+    """Bytes ``lv`` keeps; ``sizes`` memoises each position's (a trial per candidate reads them all)."""
     total = 0
     for p in lv.cached:
-        total += sum(_xla.shape_nbytes(t) for t in tensors(region.cache[p][0])) if p in region.cache else spec_nbytes(
-            region.records[p].spec)
+        size = sizes.get(p)
+        if size is None:
+            size = sizes[p] = sum(_xla.shape_nbytes(t) for t in tensors(region.cache[p][0])) \
+                if p in region.cache else spec_nbytes(region.records[p].spec)
+        total += size
     for i in lv.inputs:
         t = region.inputs[i]
         total += _xla.shape_nbytes(t) if t is not None else 0

@@ -299,7 +299,7 @@ class RegionState:
         """The region's outputs that alias a kept value: a later in-place write to one is an error."""
         keys = {}
         for pos, (cached, _) in self.cache.items():
-            for t in tensors(cached):
+            for t in ((cached,) if isinstance(cached, torch.Tensor) else tensors(cached)):
                 keys[buffer_key(t)] = pos
         for t in outputs:
             pos = keys.get(buffer_key(t if t._base is None else t._base))

@@ -111,9 +111,13 @@ class Dataflow:
         """
         pos = len(self.deps)
         producer = self.producer
-        keys = tuple([buffer_key(t) for t in reads])
+        key_list, dep_list = [], []
+        for t in reads:  # one loop, no comprehensions (each a call per op in Python 3.11)
+            k = buffer_key(t)
+            key_list.append(k)
+            dep_list.append(producer.get(k, EXTERNAL))
+        keys, deps = tuple(key_list), tuple(dep_list)
         self.dep_keys.append(keys)
-        deps = tuple([producer.get(k, EXTERNAL) for k in keys])
         if EXTERNAL in deps:
             for t in reads:  # inline, no call per op: plain tensors are all but every read
                 if type(t) not in PLAIN:

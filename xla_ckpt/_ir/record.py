@@ -112,6 +112,7 @@ class OpInfo:
 
 
 _INFO: dict[Any, OpInfo] = {}
+INFO = _INFO  # read-only for the dispatch modes: ``INFO.get(op) or op_info(op)`` costs no call once known
 
 # ``nondeterministic_seeded`` is a tag of the op, not of the call: an op drawing nothing for some
 # arguments is tagged all the same (issue 28: SDPA at dropout_p=0 was refused as a random op under
@@ -147,6 +148,7 @@ def _quiet(op: Any) -> tuple[tuple[int, str, Any, Any], ...]:
 
 
 def op_info(op: Any) -> OpInfo:
+    """The facts about ``op``, computed once (the dispatch modes look ``INFO`` up first, inline)."""
     info = _INFO.get(op)
     if info is None:
         packet = op.overloadpacket
@@ -222,8 +224,14 @@ def arg_scan(args: tuple, kwargs: dict) -> tuple[tuple, list[torch.Tensor]]:
     Forward and replay take it before the op runs (an in-place op may change its arguments' shapes).
     """
     found: list[torch.Tensor] = []
-    pos = tuple([_sig(a, found) for a in args])
-    return (pos, tuple([(k, _sig(v, found)) for k, v in kwargs.items()]) if kwargs else ()), found
+    sig = []
+    for a in args:  # a loop, tensors inline: Python 3.11 makes a comprehension and each _sig a call (per op)
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+            sig.append((a.shape, a.dtype))
+        else:
+            sig.append(_sig(a, found))
+    return (tuple(sig), tuple([(k, _sig(v, found)) for k, v in kwargs.items()]) if kwargs else ()), found
 
 
 def signature(args: tuple, kwargs: dict) -> tuple:

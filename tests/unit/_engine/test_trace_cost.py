@@ -16,10 +16,10 @@ import torch
 
 import xla_ckpt
 
-# Engine functions called per op (forward + replay), measured 43 for these regions; the engine
-# before the trace-cost work made 69-70. The budget leaves room for a feature, not for a second walk
-# over each op's arguments.
-ENGINE_CALLS_PER_OP = 50
+# Engine functions called per op (forward + replay): measured 33.2 / 33.0 / 34.2 for these regions
+# (nothing_saveable, everything_saveable, dots_with_no_batch_dims_saveable). The budget leaves no room
+# for a second walk over each op's arguments: a feature on the per-op path must pay for its calls.
+ENGINE_CALLS_PER_OP = 35
 SHORT, LONG = 1, 11
 
 
@@ -47,7 +47,7 @@ def _calls(stats: pstats.Stats, path_part: str) -> int:
     return sum(v[1] for (filename, _, _), v in stats.stats.items() if path_part in filename.replace("\\", "/"))
 
 
-@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable"])
+@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable", "dots_with_no_batch_dims_saveable"])
 def test_engine_calls_per_op(policy):
     x = torch.randn(4, 4, requires_grad=True)
     ref, got = x.clone().detach().requires_grad_(), x.clone().detach().requires_grad_()
