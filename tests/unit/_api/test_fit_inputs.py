@@ -143,10 +143,25 @@ def test_none_is_recommended_whenever_it_fits(on_v5e) -> None:  # noqa: ANN001
     assert small.recommended_policy == best.policy != "none"
 
 
-def test_names_row_of_an_untagged_model_says_so_without_a_warning(on_v5e) -> None:  # noqa: ANN001
-    names = {r.policy: r for r in on_v5e.rows}["names"]
-    full = {r.policy: r for r in on_v5e.rows}["full"]
-    assert names.note.startswith("no value of this model is tagged") and names.note in str(on_v5e)
+def test_names_row_of_an_hf_model_keeps_its_roles(on_v5e) -> None:  # noqa: ANN001
+    """apply tags HF projections by role: the names row keeps them, recomputes less than full, no note."""
+    rows = {r.policy: r for r in on_v5e.rows}
+    names, full = rows["names"], rows["full"]
+    assert names.note == ""
+    assert names.activation_bytes > full.activation_bytes and names.recompute_flops < full.recompute_flops
+
+
+def test_names_row_of_an_untagged_model_says_so_without_a_warning(monkeypatch) -> None:  # noqa: ANN001
+    """A model whose projections have no known role: names keeps what full keeps, says so, is not recommended."""
+    import xla_ckpt._api.apply as apply_module
+
+    monkeypatch.setattr(apply_module, "tag_roles", lambda model, wrapped: {})
+    with forgetting(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # fit's own forward: no untagged-names notice
+        report = fit(_config(), seq=SEQ, chip="v5e", budgets=())
+    names = {r.policy: r for r in report.rows}["names"]
+    full = {r.policy: r for r in report.rows}["full"]
+    assert names.note.startswith("no value of this model is tagged") and names.note in str(report)
     assert (names.activation_bytes, names.recompute_flops) == (full.activation_bytes, full.recompute_flops)
     with forgetting():  # a process where the engine's notice is due
         with warnings.catch_warnings():
