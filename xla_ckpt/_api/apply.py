@@ -14,12 +14,13 @@ from xla_ckpt._api import hf as _hf
 from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, unhook_by_reference
 from xla_ckpt._api.blocks import blocks_and_left_out, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
-from xla_ckpt._api.config_load import as_config
+from xla_ckpt._api.forms import ACCEPTED, as_config
 from xla_ckpt._api import scan_hf as _scan_hf
 from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 from xla_ckpt._base.errors import refuse_torchscript
+from xla_ckpt._ir.opcall import Policy
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 
@@ -43,7 +44,9 @@ class ApplyReport:
     ``gradient_checkpointing``, timm's ``grad_checkpointing``) apply turned off; ``scanned``: the
     decoder stack that runs as one scan (``scan = true``), described, or "";
     ``corrected_outside``: the ``nn.Linear`` / ``nn.LayerNorm`` modules outside the checkpointed ones
-    that keep on XLA what they keep on CPU (``correct_outside``, on by default: :mod:`xla_ckpt._api.outside`).
+    that keep on XLA what they keep on CPU (``correct_outside``, on by default: :mod:`xla_ckpt._api.outside`);
+    printed only when ``on_xla`` (the model's parameters were on an XLA device when applied: elsewhere the
+    correction does nothing).
     """
 
     wrapped: list[Wrapped] = field(default_factory=list)
@@ -56,6 +59,7 @@ class ApplyReport:
     source: str = ""
     scanned: str = ""
     corrected_outside: list[str] = field(default_factory=list)
+    on_xla: bool = False
 
     def __str__(self) -> str:
         lines = [f"plan from {self.source}: {len(self.wrapped)} modules checkpointed"]
@@ -67,7 +71,7 @@ class ApplyReport:
         if self.scanned:
             lines.append(f"  scanned: {self.scanned}")
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
-        if self.corrected_outside:
+        if self.corrected_outside and self.on_xla:
             n = len(self.corrected_outside)  # names in the field: an unwrapped block's layers would make a long line
             lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the "
                          "checkpointed ones corrected (on XLA they keep what CPU keeps)")
@@ -82,14 +86,16 @@ def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -
     return not rule.classes or type(module).__name__ in rule.classes
 
 
-def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str]], *,
+def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str], Policy], *,
           scan: Optional[bool] = None) -> ApplyReport:
     """Checkpoint the modules of ``model`` that ``config`` selects; returns what was done.
 
     Args:
         model: the root module; rules match fully qualified names below it ("" is the root).
-        config: a ``Config``, a dict, a preset name (``xla_ckpt.presets()``) or a ``.toml`` / ``.yaml`` /
-            ``.json`` path.
+        config: a preset name (``xla_ckpt.presets()``), a ``Config``, a dict, a ``.toml`` / ``.yaml`` /
+            ``.json`` path; or a policy name, a policy object (``xla_ckpt.policies.memory_budget(0.3)``) or an
+            ``(OpCall) -> Decision`` function, which checkpoints every transformer block with it (as
+            ``blocks = true``). Anything else is a ``TypeError`` naming the forms.
         scan: run the Hugging Face decoder stack (``model.model.layers``) as one torch_xla scan whose
             body the blocks' policy marks (trace and compile time flat in depth); overrides the
             config's ``scan``. None: the config's (default False).
@@ -114,8 +120,12 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     Example:
         >>> report = xla_ckpt.apply(model, "megatron_selective")
         >>> print(report)
+        >>> xla_ckpt.apply(model, xla_ckpt.policies.memory_budget(0.3))
     """
-    cfg = as_config(config)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"xla_ckpt.apply: expected the model (an nn.Module) first and the config second, got "
+                        f"{type(model).__name__} {model!r:.80} as the model; the config may be {ACCEPTED}")
+    cfg = as_config(config, "xla_ckpt.apply")
     if scan is not None:
         if not isinstance(scan, bool):
             raise TypeError(f"xla_ckpt.apply: scan must be True, False or None, got {scan!r}")
@@ -170,6 +180,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         _scan_hf.install(model, *stack)
     if cfg.correct_outside and final:  # nothing checkpointed (the "none" preset): the model stays stock
         report.corrected_outside = correct_outside(model, [n for n, _, _ in final])
+        report.on_xla = any(p.device.type == "xla" for p in model.parameters())
     by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
         # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).

@@ -24,7 +24,8 @@ from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
 from xla_ckpt._ir.liveness import Dataflow
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
+from xla_ckpt._base.errors import PolicyError
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision, policy_raised
 from xla_ckpt._ir.record import OpInfo, Record, out_scan, tensors
 from xla_ckpt._ir.replay_state import Draw
 from xla_ckpt._policy.plan import plans
@@ -215,7 +216,12 @@ class Forward:
         elif plans(policy):
             planner, decision = True, SAVE  # decided with the whole region at the end of forward
         else:
-            decision = policy(call)
+            try:  # no call per op where nothing raises (``ask``'s wrapping, inline)
+                decision = policy(call)
+            except PolicyError:
+                raise
+            except Exception as exc:
+                raise policy_raised(policy, call, exc, "checkpoint policy") from exc
             if decision.__class__ is not Decision:  # ``ask``'s check, inline: this is the per-op path
                 raise not_a_decision(policy, call, decision, "checkpoint policy")
         spec = self.recompute_spec  # inline, no call per op: this is the per-op path
