@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
@@ -20,6 +19,7 @@ from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 from xla_ckpt._base.errors import refuse_torchscript
+from xla_ckpt._base.warn import warn_once
 from xla_ckpt._ir.opcall import Policy
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
@@ -103,7 +103,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     Rules apply in order; a later rule overrides earlier ones for the modules it selects
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
     matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`). A rule
-    that matches nothing is reported and warned about. Everything is validated before the model is
+    that matches nothing is reported, and warned about once per rule and process. Everything is validated before the model is
     changed. The model's own gradient checkpointing (Hugging Face's, diffusers', timm's), if on, is
     turned off with a warning (one checkpoint per module), and checkpointed modules run without a KV
     cache in training.
@@ -189,8 +189,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
                     bool(report.corrected_outside))
     why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
-        warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}", UserWarning,
-                      stacklevel=2)
+        # Once per rule and process: applying the same config to each new model would repeat it every time.
+        text = f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}"
+        warn_once(("apply-unmatched", text), f"{text} Fix its match / classes (print(dict(model.named_modules())) "
+                  "lists the names and classes), or remove the rule.")
     return report
 
 
