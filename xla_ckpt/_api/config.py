@@ -266,8 +266,8 @@ class _Parser:
 
 def _not_data(value: Any) -> str:
     """The error for a policy value that is neither a name, a table nor a policy."""
-    return (f"expected a policy name, a table with 'name', or (in a dict written in Python) a policy object or "
-            f"(OpCall) -> Decision function, got {value!r}; allowed names: {', '.join(policies.names())}")
+    return (f"expected a policy name or a table with 'name', got {value!r} (a dict written in Python may also hold "
+            f"a policy object or an (OpCall) -> Decision function); allowed names: {', '.join(policies.names())}")
 
 
 def parse(data: Any, source: str = "<dict>") -> Config:
