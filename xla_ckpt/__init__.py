@@ -1,12 +1,16 @@
 """xla_ckpt: selective activation checkpointing for PyTorch/XLA and eager PyTorch."""
 
+import importlib
+from typing import Any
+
 from xla_ckpt._base.version import __version__
 from xla_ckpt import policies
 from xla_ckpt._api.apply import ApplyReport, Wrapped, apply
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._api.config import Config, ConfigError, PolicySpec, Rule
 from xla_ckpt._api.config_load import load_config, presets
-from xla_ckpt._engine.region import CheckpointError, checkpoint
+from xla_ckpt._base.errors import CheckpointError, PolicyError
+from xla_ckpt._api.checkpoint import checkpoint
 from xla_ckpt._api.estimate import Estimate, estimate, meta_copy
 from xla_ckpt._api.fit import FitReport, FitRow, fit
 from xla_ckpt._api.scale import estimate_layers
@@ -33,6 +37,7 @@ __all__ = [
     "presets",
     "uncheckpointed",
     "CheckpointError",
+    "PolicyError",
     "Decision",
     "OpCall",
     "Policy",
@@ -60,3 +65,17 @@ __all__ = [
     "unpatch_linear",
     "weights_by_reference",
 ]
+
+# Submodules imported on first use: ``xla_ckpt.hf_models`` works after ``import xla_ckpt`` while
+# ``import xla_ckpt`` itself imports neither transformers nor the example models.
+_LAZY = ("hf_models", "models")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

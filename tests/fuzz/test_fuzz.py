@@ -233,6 +233,7 @@ def test_checker_catches_a_corrupted_saved_value(monkeypatch):
         check(steps, "everything_saveable", torch.device("cpu"), EXACT)
 
 
+@pytest.mark.slow  # a check of the generator (40 programs); the fast tier fuzzes with it above
 def test_outcomes_are_mostly_exact():
     """Most generated programs run and compare (the generator is not dominated by error cases)."""
     kinds: dict[str, int] = {}

@@ -15,6 +15,7 @@ keeps that from being most programs.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -71,6 +72,7 @@ def test_fuzz_compiled_cpu(steps, spec, quiet, backward):
     check_compiled(steps, spec, quiet, backward)
 
 
+@pytest.mark.slow  # a check of the generator (20 compiles); the fast tier fuzzes compiled programs above
 def test_compiled_outcomes_are_mostly_exact():
     """Most generated programs compile plainly and compare (not a fuzz of torch's own compile failures)."""
     kinds: dict[str, int] = {}

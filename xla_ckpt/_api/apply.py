@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
@@ -14,13 +13,15 @@ from xla_ckpt._api import hf as _hf
 from xla_ckpt._api.by_reference import by_reference_hooked, hook_by_reference, unhook_by_reference
 from xla_ckpt._api.blocks import blocks_and_left_out, blocks_not_every_n, why_no_blocks
 from xla_ckpt._api.config import Config, Rule, glob_regex
-from xla_ckpt._api.config_load import as_config
+from xla_ckpt._api.forms import ACCEPTED, as_config
 from xla_ckpt._api import scan_hf as _scan_hf
 from xla_ckpt._api.hf_roles import tag_roles
 from xla_ckpt._api.outside import correct_outside, uncorrect_outside
 from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 from xla_ckpt._base.errors import refuse_torchscript
+from xla_ckpt._base.warn import warn_once
+from xla_ckpt._ir.opcall import Policy
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 
@@ -48,6 +49,8 @@ class ApplyReport:
     ``every_n_layers_skipped``: the blocks ``every_n_layers`` left unwrapped;
     ``tagged``: the Hugging Face projections inside the checkpointed modules tagged by role, name -> tag
     (``qkv``, ``attn_proj``, ``mlp_up``, ``mlp_gate``, ``mlp_down``, ``router``: :mod:`xla_ckpt._api.hf_roles`).
+    ``on_xla``: the model's parameters were on an XLA device when applied (``corrected_outside`` is printed
+    only then: elsewhere the correction does nothing).
     """
 
     wrapped: list[Wrapped] = field(default_factory=list)
@@ -62,6 +65,7 @@ class ApplyReport:
     corrected_outside: list[str] = field(default_factory=list)
     tagged: dict[str, str] = field(default_factory=dict)
     every_n_layers_skipped: list[str] = field(default_factory=list)
+    on_xla: bool = False
 
     def __str__(self) -> str:
         lines = [f"plan from {self.source}: {len(self.wrapped)} modules checkpointed"]
@@ -76,7 +80,7 @@ class ApplyReport:
         if self.tagged:
             lines.append(f"  tagged by role: {_roles(self.tagged)}")
         lines.append(f"  patch_linear={self.patch_linear} weights_by_reference={self.weights_by_reference}")
-        if self.corrected_outside:
+        if self.corrected_outside and self.on_xla:
             n = len(self.corrected_outside)  # names in the field: an unwrapped block's layers would make a long line
             lines.append(f"  correct_outside: {n} nn.Linear / nn.LayerNorm module{'s' * (n != 1)} outside the "
                          "checkpointed ones corrected (on XLA they keep what CPU keeps)")
@@ -101,14 +105,16 @@ def _matches(rule: Rule, name: str, module: nn.Module, blocks: frozenset[str]) -
     return not rule.classes or type(module).__name__ in rule.classes
 
 
-def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str]], *,
+def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.PathLike[str], Policy], *,
           scan: Optional[bool] = None) -> ApplyReport:
     """Checkpoint the modules of ``model`` that ``config`` selects; returns what was done.
 
     Args:
         model: the root module; rules match fully qualified names below it ("" is the root).
-        config: a ``Config``, a dict, a preset name (``xla_ckpt.presets()``) or a ``.toml`` / ``.yaml`` /
-            ``.json`` path.
+        config: a preset name (``xla_ckpt.presets()``), a ``Config``, a dict, a ``.toml`` / ``.yaml`` /
+            ``.json`` path; or a policy name, a policy object (``xla_ckpt.policies.memory_budget(0.3)``) or an
+            ``(OpCall) -> Decision`` function, which checkpoints every transformer block with it (as
+            ``blocks = true``). Anything else is a ``TypeError`` naming the forms.
         scan: run the Hugging Face decoder stack (``model.model.layers``) as one torch_xla scan whose
             body the blocks' policy marks (trace and compile time flat in depth); overrides the
             config's ``scan``. None: the config's (default False).
@@ -117,8 +123,8 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     (``enabled = false`` leaves them unwrapped). ``every = n`` keeps every n-th module the rule
     matches; ``blocks = true`` selects the transformer blocks (:func:`xla_ckpt.find_blocks`);
     ``every_n_layers = n`` (a top-level key) leaves all but blocks 0, n, 2n, ... plain, whatever the rules
-    select in them (Hugging Face's ``every_n_layers``). A rule
-    that matches nothing is reported and warned about. Everything is validated before the model is
+    select in them (Hugging Face's ``every_n_layers``). A rule that matches nothing is reported, and warned
+    about once per rule and process. Everything is validated before the model is
     changed. The model's own gradient checkpointing (Hugging Face's, diffusers', timm's), if on, is
     turned off with a warning (one checkpoint per module), and checkpointed modules run without a KV
     cache in training.
@@ -135,8 +141,12 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     Example:
         >>> report = xla_ckpt.apply(model, "megatron_selective")
         >>> print(report)
+        >>> xla_ckpt.apply(model, xla_ckpt.policies.memory_budget(0.3))
     """
-    cfg = as_config(config)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"xla_ckpt.apply: expected the model (an nn.Module) first and the config second, got "
+                        f"{type(model).__name__} {model!r:.80} as the model; the config may be {ACCEPTED}")
+    cfg = as_config(config, "xla_ckpt.apply")
     if scan is not None:
         if not isinstance(scan, bool):
             raise TypeError(f"xla_ckpt.apply: scan must be True, False or None, got {scan!r}")
@@ -197,6 +207,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         _scan_hf.install(model, *stack)
     if cfg.correct_outside and final:  # nothing checkpointed (the "none" preset): the model stays stock
         report.corrected_outside = correct_outside(model, [n for n, _, _ in final])
+        report.on_xla = any(p.device.type == "xla" for p in model.parameters())
     by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
         # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).
@@ -205,8 +216,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
                     bool(report.corrected_outside))
     why = f" {why_no_blocks(model)}" if any(r.blocks for r in cfg.checkpoint) and not blocks else ""
     for r in report.unmatched_rules:
-        warnings.warn(f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}", UserWarning,
-                      stacklevel=2)
+        # Once per rule and process: applying the same config to each new model would repeat it every time.
+        text = f"xla_ckpt.apply: rule matched no module: {r}.{why if '(blocks' in r else ''}"
+        warn_once(("apply-unmatched", text), f"{text} Fix its match / classes (print(dict(model.named_modules())) "
+                  "lists the names and classes), or remove the rule.")
     return report
 
 

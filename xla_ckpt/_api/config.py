@@ -22,12 +22,29 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A registered policy name and its parameters (lists stored as tuples, nested specs as specs)."""
+    """A registered policy name and its parameters (lists stored as tuples, nested specs as specs), or a
+    policy object or function given in Python (``built``; ``name`` is then its repr).
+
+    Example:
+        >>> PolicySpec("save_only_these_names", (("names", ("qkv",)),)).build()
+        save_only_these_names('qkv')
+        >>> PolicySpec.of(xla_ckpt.policies.memory_budget(0.3)).build()
+        memory_budget(0.3)
+    """
 
     name: str
     params: tuple[tuple[str, Any], ...] = ()
+    # Not compared or hashed: a planning policy holds its plans and is not hashable; its repr is the name.
+    built: Any = field(default=None, compare=False, hash=False)
+
+    @staticmethod
+    def of(policy: Policy) -> "PolicySpec":
+        """The spec of a policy object or ``(OpCall) -> Decision`` function (a config written in Python)."""
+        return PolicySpec(repr(policy), built=policy)
 
     def build(self) -> Policy:
+        if self.built is not None:
+            return self.built
         kwargs = {k: _materialise(v, ops=k == "ops") for k, v in self.params}
         return policies.get(self.name, **kwargs)
 
@@ -219,6 +236,8 @@ class _Parser:
         return Rule(policy=spec, match=match, classes=classes, blocks=blocks, every=every, enabled=enabled)
 
     def policy(self, value: Any, key: str) -> PolicySpec:
+        if callable(value) and not isinstance(value, type):  # a dict written in Python may hold the object itself
+            return PolicySpec.of(value)
         if isinstance(value, str):
             name, params = value, {}
         elif isinstance(value, Mapping):
@@ -254,17 +273,9 @@ class _Parser:
 
 
 def _not_data(value: Any) -> str:
-    """The error for a policy object or callable in a config, with the two ways to use one."""
-    named = repr(value) if callable(value) and repr(value) in policies.names() else None
-    if named is not None:  # a built-in policy object: its registered name is the config's spelling
-        return f"expected a policy name or a table with 'name', got the policy object {value!r}; write policy = {named!r}"
-    return (
-        f"expected a policy name or a table with 'name', got {value!r}. A config holds data (it loads from "
-        "TOML/YAML into the same objects), so a policy object or function cannot go in it. To use a custom "
-        "policy on every block, either register it and name it: xla_ckpt.policies.register('mine', lambda: "
-        "my_policy), then policy = 'mine'; or wrap the blocks yourself: for name in xla_ckpt.find_blocks(model): "
-        "xla_ckpt.checkpointed(model.get_submodule(name), policy=my_policy)"
-    )
+    """The error for a policy value that is neither a name, a table nor a policy."""
+    return (f"expected a policy name or a table with 'name', got {value!r} (a dict written in Python may also hold "
+            f"a policy object or an (OpCall) -> Decision function); allowed names: {', '.join(policies.names())}")
 
 
 def parse(data: Any, source: str = "<dict>") -> Config:

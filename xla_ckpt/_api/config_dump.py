@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from xla_ckpt._api.config import Config, PolicySpec, Rule
+from xla_ckpt._api.config import Config, ConfigError, PolicySpec, Rule
 
 __all__ = ["config_data", "to_toml"]
 
@@ -20,6 +20,9 @@ _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def _spec_data(spec: PolicySpec) -> Any:
+    if spec.built is not None:
+        raise ConfigError(f"{spec.name}: a policy object or function in a config cannot be written as data; register "
+                          "it (xla_ckpt.policies.register('mine', lambda: my_policy)) and write policy = 'mine'")
     if not spec.params:
         return spec.name
     return {"name": spec.name, **{k: _value_data(v) for k, v in spec.params}}

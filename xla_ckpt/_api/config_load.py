@@ -10,7 +10,7 @@ from typing import Any, Mapping, Union
 from xla_ckpt._api.config import Config, ConfigError, parse
 from xla_ckpt._base import presets as _presets
 
-__all__ = ["load_config", "as_config", "presets"]
+__all__ = ["load_config", "presets"]
 
 
 def _read(path: str) -> Any:
@@ -70,17 +70,6 @@ def load_config(path: Union[str, os.PathLike[str], Mapping[str, Any]]) -> Config
     except Exception as e:  # syntax errors of any of the three formats
         raise ConfigError(f"{source}: cannot parse: {e}") from None
     return parse(data, source)
-
-
-def as_config(config: Union[Config, Mapping[str, Any], str, os.PathLike[str]]) -> Config:
-    """A ``Config`` from a ``Config``, a dict, a preset name or a file path."""
-    if isinstance(config, Config):
-        return config
-    if isinstance(config, Mapping):
-        return parse(config)
-    if isinstance(config, (str, os.PathLike)):
-        return load_config(config)
-    raise ConfigError(f"<config>: expected a Config, a dict or a path, got {type(config).__name__}")
 
 
 def presets() -> dict[str, str]:

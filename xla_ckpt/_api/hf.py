@@ -99,14 +99,8 @@ class CachePlan:
                 changed.append(f"{name}=None")
         if not changed:
             return args, kwargs
-        if not _compat.is_compiling():  # traced, a warning is a graph break: the cache is turned off quietly
-            cls = type(module)
-            warn_once(("hf-cache", cls), (
-                f"xla_ckpt: {cls.__name__} is checkpointed and was called in training with a key/value cache; "
-                f"setting {', '.join(changed)} for it (the recompute in backward would append to the cache a "
-                "second time; Hugging Face's own checkpointing does the same). Pass use_cache=False to silence "
-                "this."
-            ), stacklevel=3)
+        # Quietly, as Hugging Face's own checkpointing (GradientCheckpointingLayer) turns it off: default configs
+        # train with use_cache=True, so a notice here fired on every first step and asked nothing of the user.
         return tuple(new_args), new_kwargs
 
     def writes_cache_outside_training(self, module: nn.Module, args: tuple, kwargs: dict) -> bool:
@@ -178,9 +172,9 @@ def without_cache(module: nn.Module, fn: Any, args: tuple, kwargs: dict) -> tupl
     The recompute in backward would append to the cache a second time (a longer ``cat``, a
     ``CheckpointError``), which is why Hugging Face's own checkpointing turns caching off too
     (transformers ``GradientCheckpointingLayer``). ``use_cache`` becomes False (also when it is left to
-    ``module.config.use_cache``) and a cache argument becomes None; each class is warned about once
-    (in eager; under ``torch.compile`` quietly). In eval mode or without grad nothing changes:
-    generation keeps its cache.
+    ``module.config.use_cache``) and a cache argument becomes None, without a warning (a training step
+    has no use for the cache; the model's returned cache stays empty, as with HF's own checkpointing). In
+    eval mode or without grad nothing changes: generation keeps its cache.
     """
     plan = cache_plan(fn)
     return (args, kwargs) if plan is None else plan.apply(module, args, kwargs)

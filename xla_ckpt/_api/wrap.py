@@ -19,7 +19,7 @@ from xla_ckpt._base.errors import refuse_torchscript
 from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._engine.region import checkpoint
-from xla_ckpt._policy.registry import resolve
+from xla_ckpt._api.forms import as_policy
 
 __all__ = ["checkpointed", "uncheckpointed", "checkpoint_policy"]
 
@@ -187,7 +187,9 @@ def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable", verify: b
     Args:
         obj: a function, an ``nn.Module`` subclass, or an ``nn.Module`` instance; omitted when used
             as ``@checkpointed(policy=...)``.
-        policy: a registered policy name or a policy callable (see ``xla_ckpt.policies``).
+        policy: a policy name, a policy object or an ``(OpCall) -> Decision`` function (see
+            ``xla_ckpt.policies``); or a preset name, a ``Config``, a dict or a config file whose rules use one
+            policy (``"dots"``: ``dots_saveable``).
         verify: recompute saved outputs too and compare (see :func:`xla_ckpt.checkpoint`).
 
     Parameters, ``state_dict()`` keys, ``repr``, pickling, ``deepcopy`` and ``train()/eval()`` are
@@ -199,7 +201,7 @@ def checkpointed(obj: Any = None, *, policy: Any = "nothing_saveable", verify: b
         ... class Block(nn.Module): ...
         >>> xla_ckpt.checkpointed(model.layers[0], policy="nothing_saveable")
     """
-    pol = resolve(policy)
+    pol = as_policy(policy, "xla_ckpt.checkpointed")
     if not isinstance(verify, bool):
         raise TypeError(f"xla_ckpt.checkpointed: verify must be True or False, got {verify!r}")
     if obj is None:

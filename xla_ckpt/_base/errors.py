@@ -7,11 +7,23 @@ from typing import Any
 
 import torch
 
-__all__ = ["CheckpointError", "fn_name", "recompute_mismatch_hint", "refuse_torchscript"]
+__all__ = ["CheckpointError", "PolicyError", "fn_name", "recompute_mismatch_hint", "refuse_torchscript"]
 
 
 class CheckpointError(RuntimeError):
     """The recomputation cannot reproduce the forward (non-determinism, mutation, mismatch)."""
+
+
+class PolicyError(CheckpointError):
+    """A checkpoint policy raised while deciding an op: the message names the policy, the op and the
+    module; the policy's own exception is ``__cause__`` (its traceback shows the line that raised).
+
+    Example:
+        >>> try:
+        ...     xla_ckpt.checkpoint(block, x, policy=my_policy)
+        ... except xla_ckpt.PolicyError as e:
+        ...     original = e.__cause__
+    """
 
 
 def fn_name(fn: Any) -> str:

@@ -28,7 +28,7 @@ def warn_once(key: Hashable, message: str, stacklevel: int = 2) -> bool:
         stacklevel: as ``warnings.warn``'s, counted from the caller of ``warn_once``.
 
     Example:
-        >>> warn_once(("hf-cache", cls), f"{cls.__name__}: use_cache turned off for training")
+        >>> warn_once(("offload", "xla-cpu"), "xla_ckpt: offload on XLA:CPU keeps the values on the device")
     """
     with _lock:
         if key in _seen:

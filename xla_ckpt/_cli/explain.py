@@ -21,7 +21,7 @@ import torch
 
 from xla_ckpt._api.apply import apply
 from xla_ckpt._api.config import ConfigError
-from xla_ckpt._api.config_load import load_config
+from xla_ckpt._api.forms import as_config
 from xla_ckpt._api.wrap import checkpoint_policy
 from xla_ckpt._hooks.report import COMPILED, SavedReport, _human, saved_activations
 from xla_ckpt.hf_models import ARCHS
@@ -152,7 +152,8 @@ def explain(argv: Optional[list[str]] = None) -> int:
     """The ``explain`` subcommand; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m xla_ckpt explain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", help="a preset name (python -m xla_ckpt presets) or a .toml, .yaml/.yml or .json file")
+    p.add_argument("config", help="a preset name (python -m xla_ckpt presets), a .toml, .yaml/.yml or .json file, or "
+                                  "a policy name (xla_ckpt.policies.names(): every transformer block with it)")
     p.add_argument("--model", default="gpt", metavar="MODEL",
                    help=f"gpt (ours), one of {', '.join(ARCHS)}, or any causal-LM model_type of the installed "
                         "transformers (e.g. mixtral), built small from its default config (random weights)")
@@ -165,7 +166,7 @@ def explain(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     try:
         kind = _resolve(args.model)
-        cfg = load_config(args.config)
+        cfg = as_config(args.config, "python -m xla_ckpt explain")
         base = _model(kind, args)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -248,8 +248,10 @@ def mark_of(decision: Decision) -> Any:
 
     if decision is Decision.OFFLOAD:
 
-        warn_once(("compiled", "offload"), "Decision.OFFLOAD under torch.compile (and scan_layers): torch's selective "
-                  "checkpointing has no offload mark, so offloaded values are saved on the device (MUST_SAVE).")
+        warn_once(("compiled", "offload"), "xla_ckpt: Decision.OFFLOAD under torch.compile (and scan_layers): torch's "
+                  "selective checkpointing has no offload mark, so offloaded values are saved on the device "
+                  "(MUST_SAVE). To offload, run the model uncompiled (the eager and XLA engines offload); to keep "
+                  "the device memory down under compile, recompute more instead (e.g. dots_with_no_batch_dims_saveable).")
     return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
 
 

@@ -159,11 +159,14 @@ def _tier(device: torch.device) -> Optional[_Tier]:
         hardware = _xla.hardware_type(device)
         if hardware != "CPU" or _local.annotate_xla_cpu:
             return _XLA
-        warn_once(("offload", "xla-cpu"), "Decision.OFFLOAD on XLA:CPU: one memory space, and XLA:CPU cannot compile torch_xla's "
-                  "placement annotation; offloaded values are kept on the device (as SAVE) there.")
+        warn_once(("offload", "xla-cpu"), "xla_ckpt: Decision.OFFLOAD on XLA:CPU: one memory space, and XLA:CPU cannot "
+                  "compile torch_xla's placement annotation; offloaded values are kept on the device (as SAVE) there. "
+                  "On a TPU or GPU they go to host memory; on XLA:CPU a policy that saves instead of offloading "
+                  "keeps the same bytes without this notice.")
         return None
-    warn_once(("offload", device.type), f"Decision.OFFLOAD: no host tier for {device.type} tensors; they are kept on "
-              "the device (as SAVE).")
+    warn_once(("offload", device.type), f"xla_ckpt: Decision.OFFLOAD: no host tier for {device.type} tensors; they are "
+              "kept on the device (as SAVE). Offload needs a CUDA or XLA (TPU) device; elsewhere use a policy that "
+              "saves instead (the same bytes, without this notice).")
     return None
 
 

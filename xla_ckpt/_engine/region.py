@@ -177,30 +177,12 @@ def checkpoint(
     fn_kwargs: Optional[Mapping[str, Any]] = None,
     **kwargs: Any,
 ) -> Any:
-    """Run ``fn(*args, **kwargs)``, letting ``policy`` decide per op what is saved or recomputed.
-
-    Args:
-        fn: the function (or module) to run; it must run the same ops when recomputed.
-        *args, **kwargs: its arguments (tensors or not; inputs need not require grad).
-        policy: a registered name (``xla_ckpt.policies.names()``) or any ``(OpCall) -> Decision``.
-        verify: also recompute the outputs the policy saved, and raise a ``CheckpointError`` naming
-            the first op (and module) whose recomputed value differs from the saved one. Costs the
-            full recompute; turn it on when you suspect non-determinism.
-        use_reentrant, preserve_rng_state, determinism_check, context_fn, debug:
-            ``torch.utils.checkpoint.checkpoint``'s keywords, so migrated calls keep them: each has
-            torch's meaning or raises an error naming it and the fix (table in ``_policy.torch_args``); a
-            ``context_fn`` built by ``create_selective_checkpoint_contexts`` becomes the policy.
-            They are never passed to ``fn``.
-        fn_kwargs: keyword arguments for ``fn`` under any name, also ``policy``, ``verify`` or one
-            of torch's (loose ``**kwargs`` with those names are taken by ``checkpoint`` itself).
-
-    Gradients equal running ``fn`` directly, or a ``CheckpointError`` says why they cannot: RNG states
-    (CPU, CUDA, XLA) and autocast are restored for the recompute. Nested calls run inside the outer
-    region, each under its own policy. Under ``torch.no_grad()`` ``fn`` simply runs.
+    """The engine's entry for one region: ``xla_ckpt.checkpoint`` (``_api.checkpoint``) with the user's
+    policy already resolved there (a policy object; a registered name is looked up here, as the library's
+    own callers and torch's ``context_fn`` default pass it). The arguments are ``xla_ckpt.checkpoint``'s.
 
     Example:
-        >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
-        >>> y = xla_ckpt.checkpoint(attn, x, use_reentrant=False, fn_kwargs={"policy": "causal"})
+        >>> y = checkpoint(block, x, policy=xla_ckpt.policies.dots_saveable)
     """
     policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
                                 context_fn, debug)

@@ -10,7 +10,6 @@ copy instead (pytorch/xla#3718). Here the weight object is saved by identity and
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import Any, Iterator, Optional
 
 import torch
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xla_ckpt._base import compat as _compat
+from xla_ckpt._base.warn import warn_once
 
 __all__ = ["linear", "Linear", "patch_linear", "unpatch_linear", "linear_patched"]
 
@@ -183,12 +183,9 @@ def patch_linear(module: nn.Module) -> nn.Module:
             continue
         m.forward = _PatchedForward(m)  # type: ignore[method-assign]
     if skipped:
-        warnings.warn(
-            "xla_ckpt.patch_linear left these nn.Linear subclasses alone because they define their own "
-            f"forward: {', '.join(skipped)}. Call xla_ckpt.linear in their forward to correct them.",
-            UserWarning,
-            stacklevel=2,
-        )
+        warn_once(("patch-linear-skipped", tuple(skipped)),
+                  "xla_ckpt.patch_linear left these nn.Linear subclasses alone because they define their own "
+                  f"forward: {', '.join(skipped)}. Call xla_ckpt.linear in their forward to correct them.")
     return module
 
 

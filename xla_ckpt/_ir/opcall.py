@@ -12,8 +12,10 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._base import xla as _xla
+from xla_ckpt._base.errors import PolicyError
 
-__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision", "check_names"]
+__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision", "policy_raised",
+           "check_names"]
 
 
 class Decision(enum.Enum):
@@ -85,11 +87,25 @@ OpLike = Union[OpOverload, OpOverloadPacket]
 
 
 def ask(policy: Policy, call: OpCall, where: str) -> Decision:
-    """``policy(call)``, checked: an answer that is not a ``Decision`` is an error, never read as RECOMPUTE."""
-    decision = policy(call)
+    """``policy(call)``, checked: an answer that is not a ``Decision`` is an error, never read as RECOMPUTE;
+    an exception of the policy's is a ``PolicyError`` naming the op and the module, chained to it."""
+    try:
+        decision = policy(call)
+    except PolicyError:
+        raise  # a member policy's (any_of, offload), named where it raised
+    except Exception as exc:
+        raise policy_raised(policy, call, exc, where) from exc
     if decision.__class__ is not Decision:
         raise not_a_decision(policy, call, decision, where)
     return decision
+
+
+def policy_raised(policy: Policy, call: OpCall, exc: BaseException, where: str) -> PolicyError:
+    """The error for a policy that raised deciding ``call`` (raise it ``from exc``: the user's traceback stays)."""
+    module = f"module '{call.module}'" if call.module else "the region's own code (no submodule)"
+    return PolicyError(f"{where}: policy {policy!r} raised {type(exc).__name__}: {exc} while deciding op {call.op} in "
+                       f"{module}. The policy's exception is chained below (its traceback shows the line); fix the "
+                       "policy, or let it return Decision.SAVE / RECOMPUTE / OFFLOAD for this op.")
 
 
 def not_a_decision(policy: Policy, call: OpCall, answer: Any, where: str) -> TypeError:

@@ -11,7 +11,7 @@ place whatever interprets it:
    run again on the recomputed tensors. A hard RECOMPUTE.
 3. A planning policy (``planning``) decides with the whole region at the end of forward: SAVE until then.
 4. Otherwise the policy's own answer, checked: anything but a ``Decision`` is an error, and an exception
-   the policy raises is re-raised naming the op and the module, chained to it.
+   the policy raises is re-raised as a ``PolicyError`` naming the op and the module, chained to it.
 
 Hard decisions correspond to torch's ``MUST_*`` marks; the rest are preferences (``PREFER_*``) a planner or
 torch's min-cut may revisit.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision
+from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision, policy_raised
 
 __all__ = ["Why", "decide"]
 
@@ -71,11 +71,7 @@ def decide(policy: Policy, call: OpCall, keep: bool, writes: bool, planning: boo
     except CheckpointError:
         raise
     except Exception as e:
-        at = f"in module '{call.module}'" if call.module else "at the checkpointed function's top level"
-        raise CheckpointError(
-            f"{where}: policy {policy!r} raised {type(e).__name__}: {e} while deciding {call.op} {at}. The policy is called once per op with an OpCall (op, module, tag, shapes): fix the "
-            "policy for this op, or return Decision.SAVE / Decision.RECOMPUTE for ops it does not know."
-        ) from e
+        raise policy_raised(policy, call, e, where) from e
     if decision.__class__ is not Decision:  # not isinstance: this is the per-op path
         raise not_a_decision(policy, call, decision, where)
     return decision, Why.POLICY

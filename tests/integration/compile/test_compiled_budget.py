@@ -105,7 +105,8 @@ def _run(cfg: GPTConfig, budget: float | None, backend: Any) -> tuple[tuple[list
     return ([loss.detach()], grads), plans
 
 
-@pytest.mark.parametrize("fraction,dropout", [(0.3, 0.0), (0.3, 0.1), (0.6, 0.1)],
+# The fast tier: one budget without and one with dropout; `make test-all` a second budget with dropout too.
+@pytest.mark.parametrize("fraction,dropout", [(0.3, 0.0), (0.3, 0.1), pytest.param(0.6, 0.1, marks=pytest.mark.slow)],
                          ids=["0.3", "0.3-dropout", "0.6-dropout"])
 def test_compiled_budget_keeps_the_plan_with_equal_grads(fraction, dropout):
     """Grads equal the compiled unwrapped model's (dropout included: a recomputed random op replays its RNG);

@@ -83,8 +83,17 @@ def _run(kind: str, policy) -> list:
     return [y.detach(), x.grad, *(p.grad for p in model.parameters()), *log]
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("kind", ["forward", "forward_pre", "tensor", "tensor_log", "backward_log"])
+KINDS = ["forward", "forward_pre", "tensor", "tensor_log", "backward_log"]
+
+
+def _pairs() -> list:
+    """Every (hook kind, policy) pair; the fast tier runs each kind once, the policies in turn (each at least
+    once), `make test-all` all of them (each pair is a compile of its own)."""
+    fast = {(k, POLICIES[i % len(POLICIES)]) for i, k in enumerate(KINDS)}
+    return [(k, p) if (k, p) in fast else pytest.param(k, p, marks=pytest.mark.slow) for k in KINDS for p in POLICIES]
+
+
+@pytest.mark.parametrize("kind,policy", _pairs())
 def test_hooks_in_a_compiled_region_equal_the_plain_compile(kind: str, policy: str) -> None:
     ref, got = _run(kind, None), _run(kind, policy)
     assert len(got) == len(ref)  # each hook fired as often as in the plain compile

@@ -245,10 +245,13 @@ def _llama_plain():
     return _llama_counting(None, None)
 
 
-def _presets() -> list[str]:
+def _presets() -> list:
+    """Every preset; the fast tier compiles those that differ most (the selective one, the names one, and
+    fsdp_xla's patched linear and weights by reference), `make test-all` all of them."""
     from xla_ckpt._base.presets import preset_names
 
-    return preset_names()
+    fast = {"megatron_selective", "names", "fsdp_xla"}
+    return [n if n in fast else pytest.param(n, marks=pytest.mark.slow) for n in preset_names()]
 
 
 @pytest.mark.parametrize("preset", _presets())

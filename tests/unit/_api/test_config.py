@@ -47,12 +47,12 @@ def test_presets_by_name(tmp_path, monkeypatch):
 
 
 def test_blocks_key():
-    cfg = xla_ckpt._api.config_load.as_config({"checkpoint": [{"blocks": True, "policy": "dots_saveable"}]})
+    cfg = xla_ckpt.load_config({"checkpoint": [{"blocks": True, "policy": "dots_saveable"}]})
     assert cfg.checkpoint[0].blocks and cfg.checkpoint[0].describe() == "blocks"
     with pytest.raises(ConfigError, match=r"checkpoint\[0\]\.blocks: expected true or false, got 'yes'"):
-        xla_ckpt._api.config_load.as_config({"checkpoint": [{"blocks": "yes", "policy": "dots_saveable"}]})
+        xla_ckpt.load_config({"checkpoint": [{"blocks": "yes", "policy": "dots_saveable"}]})
     with pytest.raises(ConfigError, match=r"checkpoint\[0\]: a rule needs 'blocks = true'"):
-        xla_ckpt._api.config_load.as_config({"checkpoint": [{"blocks": False, "policy": "dots_saveable"}]})
+        xla_ckpt.load_config({"checkpoint": [{"blocks": False, "policy": "dots_saveable"}]})
 
 
 @pytest.mark.parametrize("path", PRESETS, ids=os.path.basename)
@@ -78,8 +78,8 @@ def test_json_and_dict_load_to_the_same_config(tmp_path):
     import json
 
     path.write_text(json.dumps(data))
-    assert xla_ckpt.load_config(path) == xla_ckpt._api.config_load.as_config(data)
-    built = xla_ckpt._api.config_load.as_config(data).checkpoint[0].policy.build()
+    assert xla_ckpt.load_config(path) == xla_ckpt.load_config(data)
+    built = xla_ckpt.load_config(data).checkpoint[0].policy.build()
     import torch
 
     assert built.ops == frozenset({torch.ops.aten.mm, torch.ops.aten.addmm.default})

@@ -92,12 +92,20 @@ def test_torch_func_over_fsdp_xla_preset():
 
 
 # -- 1b. forward-mode AD --------------------------------------------------------------------------
-@pytest.mark.parametrize("preset", ["full", "megatron_selective", "fsdp_xla"])
-def test_forward_ad_runs_a_region_plainly(device, preset):
+# The fast tier: fsdp_xla (patched linear, weights by reference) on CPU and megatron_selective on XLA;
+# `make test-all` every preset on both.
+_FAST_AD = {("cpu", "fsdp_xla"), ("xla", "megatron_selective")}
+
+
+@pytest.mark.parametrize("where,preset", [
+    pytest.param(w, p, marks=[pytest.mark.xla] * (w == "xla") + [pytest.mark.slow] * ((w, p) not in _FAST_AD))
+    for w in ("cpu", "xla") for p in ("full", "megatron_selective", "fsdp_xla")])
+def test_forward_ad_runs_a_region_plainly(where, preset, request):
     """Forward-mode AD (``dual_level``) through checkpointed blocks: the tangent of the loss along every
     parameter, and the grads of a backward taken inside the level, equal the plain model's (before: a
     bare RuntimeError from the engine, "invalid python storage"; on XLA the corrected linear had no
     ``jvp``); warned once; an ordinary step afterwards checkpoints again."""
+    device = request.getfixturevalue("xla_device") if where == "xla" else torch.device("cpu")
     plain, model = _gpt().to(device), _gpt().to(device)
     xla_ckpt.apply(model, preset)
     idx = _idx().to(device)

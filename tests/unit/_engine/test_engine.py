@@ -330,7 +330,7 @@ def test_no_grad_runs_plainly():
 
 
 def test_unknown_policy_lists_names():
-    with pytest.raises(ValueError, match="valid names: .*dots_saveable.*nothing_saveable"):
+    with pytest.raises(ValueError, match="nor a policy \\(.*dots_saveable.*nothing_saveable.*Did you mean .dots_saveable."):
         xla_ckpt.checkpoint(nn.Identity(), torch.randn(2, requires_grad=True), policy="dots_saveabel")
     _no_state_left()
 

@@ -276,7 +276,7 @@ def test_bad_plans_and_combinations_are_clear_errors():
 
 def test_config_budget_key_and_policy_table_are_the_same():
     a = xla_ckpt.Config  # noqa: F841  (documented entry point)
-    from xla_ckpt._api.config_load import as_config
+    as_config = xla_ckpt.load_config
 
     short = as_config({"checkpoint": [{"blocks": True, "budget": 0.3}]})
     long = as_config({"checkpoint": [{"blocks": True, "policy": {"name": "memory_budget", "fraction": 0.3}}]})

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import xla_ckpt
-from xla_ckpt import CheckpointError, Decision, OpCall
+from xla_ckpt import CheckpointError, Decision, OpCall, PolicyError
 from xla_ckpt._policy.decide import Why, decide
 
 aten = torch.ops.aten
@@ -47,7 +47,7 @@ def _raising(call: OpCall) -> Decision:
 
 
 def test_a_policys_own_error_names_the_op_and_module_and_is_chained() -> None:
-    with pytest.raises(CheckpointError, match=r"raised KeyError: 'my bug' while deciding aten.sin.default in "
+    with pytest.raises(PolicyError, match=r"raised KeyError: 'my bug' while deciding op aten.sin.default in "
                                               r"module 'block.mlp'") as info:
         decide(_raising, _call(), False, False, False)
     assert isinstance(info.value.__cause__, KeyError)
@@ -77,7 +77,7 @@ def test_a_raising_policy_names_the_op_and_module_in_the_engine_and_leaves_nothi
     torch.manual_seed(0)
     model = torch.nn.Sequential(_Block()).to(device)
     xla_ckpt.checkpointed(model[0], policy=_raising)
-    with pytest.raises(CheckpointError, match=r"raised KeyError: 'my bug' while deciding aten\.\w+\.\w+ in module") as info:
+    with pytest.raises(PolicyError, match=r"raised KeyError: 'my bug' while deciding op aten\.\w+\.\w+ in module") as info:
         _step(model, device)
     assert isinstance(info.value.__cause__, KeyError)
     # Nothing left installed: the same model under a working policy is exact afterwards.
@@ -103,6 +103,6 @@ def test_a_raising_policy_under_compile_names_the_op_and_module() -> None:
     while err is not None and not isinstance(err, CheckpointError):
         err = getattr(err, "inner_exception", None) or err.__cause__
     assert err is not None, f"no CheckpointError in {info.value!r}"
-    assert "torch.compile" in str(err) and "raised KeyError: 'my bug' while deciding aten.addmm.default in " \
+    assert "torch.compile" in str(err) and "raised KeyError: 'my bug' while deciding op aten.addmm.default in " \
         "module '0.proj'" in str(err)
     assert isinstance(err.__cause__, KeyError)
