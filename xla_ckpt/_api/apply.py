@@ -159,7 +159,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     if cfg.scan:
         stack, final, report.scanned = _scan_hf.plan_scan(model, cfg, final, built, owned)
     # Validated: now change the model.
-    earlier.undo(model)
+    earlier.undo(model, keep_scan_weights=stack is not None)
     report.own_checkpointing_off = _hf.turn_off_own_checkpointing(model, "apply")
     if cfg.patch_linear:
         patch_linear(model)
@@ -211,14 +211,14 @@ class _Applied:
                 if isinstance(m.__dict__.get("forward"), _CheckpointedForward)
                 and checkpoint_policy(m) == self.policies[n]}
 
-    def undo(self, model: nn.Module) -> None:
+    def undo(self, model: nn.Module, keep_scan_weights: bool = False) -> None:
         """Undo in reverse order: the root's by-reference hooks, the outside corrections, the wrappers (a patched
         Linear's sits on its patch), the patch."""
         if self.by_reference:
             unhook_by_reference(model)
         if self.outside:
             uncorrect_outside(model)
-        _scan_hf.uninstall(model)
+        _scan_hf.uninstall(model, keep_weights=keep_scan_weights)  # scanning again: the stacked weights stay
         for m in self.owned().values():
             uncheckpointed(m)
         if self.patch_linear:

@@ -14,11 +14,13 @@ from typing import Any, Optional
 
 from torch import nn
 
+from xla_ckpt._api import scan_weights as _weights
 from xla_ckpt._api.scan_stack import ScanForward, ScanStack, backward_hooked
 
-__all__ = ["find_stack", "check_scannable", "install", "uninstall", "scanned_stack"]
+__all__ = ["find_stack", "check_scannable", "install", "uninstall", "scanned_stack", "plain_grads"]
 
 _STACK = "_xla_ckpt_scan_stack"
+_KEPT = "_xla_ckpt_scan_weights"  # stacked weights an apply that scans again keeps (no unstack + restack)
 # Per-layer attributes that may differ: the index (used for a KV cache, off under scan) and the mode.
 _PER_LAYER = frozenset({"layer_idx", "training"})
 # (owner attribute on the model, stack attribute on the owner): a causal LM and its base model, Llama-style
@@ -64,13 +66,13 @@ def check_scannable(model: nn.Module, name: str, layers: nn.ModuleList) -> None:
             "Gemma's sliding-window and global attention layers): each kind gets its own mask, and one scan body "
             "runs one kind. Apply without scan.")
     first = layers[0]
-    shapes0 = {k: (tuple(t.shape), t.dtype) for k, t in [*first.named_parameters(), *first.named_buffers()]}
+    shapes0 = {k: (tuple(t.shape), t.dtype) for k, t in [*_weights.plain_parameters(first), *first.named_buffers()]}
     subs0 = {k: (type(m), _config_of(m)) for k, m in first.named_modules()}
     for i, layer in enumerate(layers):
         if type(layer) is not type(first):
             raise ValueError(f"xla_ckpt.apply(scan=True): {name}[{i}] is {type(layer).__name__}, {name}[0] is "
                              f"{type(first).__name__}; a scan runs one layer class. Apply without scan.")
-        shapes = {k: (tuple(t.shape), t.dtype) for k, t in [*layer.named_parameters(), *layer.named_buffers()]}
+        shapes = {k: (tuple(t.shape), t.dtype) for k, t in [*_weights.plain_parameters(layer), *layer.named_buffers()]}
         if shapes != shapes0:
             diff = sorted(set(shapes.items()) ^ set(shapes0.items()))[0][0]
             raise ValueError(f"xla_ckpt.apply(scan=True): {name}[{i}].{diff} differs from {name}[0]'s (name, shape "
@@ -92,18 +94,29 @@ def check_scannable(model: nn.Module, name: str, layers: nn.ModuleList) -> None:
 
 def install(model: nn.Module, name: str, owner: nn.Module, layers: nn.ModuleList, policy: Any,
             fallback: list[Any]) -> ScanStack:
-    """Give each layer its scanned ``forward`` and the owner its start/finish hooks; returns the stack."""
-    stack = ScanStack(owner, name, list(layers), policy, fallback)
+    """Stack the layers' weights, give each layer its scanned ``forward`` and the owner its start/finish hooks."""
+    kept = model.__dict__.pop(_KEPT, None)
+    weights = kept if isinstance(kept, _weights.StackedWeights) and kept.layers == list(layers) else None
+    if weights is None:
+        if isinstance(kept, _weights.StackedWeights):
+            _weights.unstack(kept)
+        weights = _weights.stack(list(layers))
+    stack = ScanStack(owner, name, list(layers), policy, fallback, weights)
     for i, layer in enumerate(layers):
         layer.forward = ScanForward(stack, i)  # type: ignore[method-assign]
     stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),  # type: ignore[attr-defined]
-                     owner.register_forward_hook(stack.finish, with_kwargs=True)]
+                     owner.register_forward_hook(stack.finish, with_kwargs=True),
+                     owner.register_forward_hook(weights.end, always_call=True)]
     model.__dict__[_STACK] = stack
     return stack
 
 
-def uninstall(model: nn.Module) -> None:
-    """Undo :func:`install` (nothing when the model has no scanned stack)."""
+def uninstall(model: nn.Module, keep_weights: bool = False) -> None:
+    """Undo :func:`install` (nothing when the model has no scanned stack).
+
+    ``keep_weights``: an :func:`install` follows at once (apply scanning again), which takes the stacked
+    weights as they are: the parameters an optimizer holds stay the model's.
+    """
     stack = model.__dict__.pop(_STACK, None)
     if not isinstance(stack, ScanStack):
         return
@@ -112,12 +125,43 @@ def uninstall(model: nn.Module) -> None:
     for layer in stack.layers:
         if isinstance(layer.__dict__.get("forward"), ScanForward):
             del layer.forward
+    if keep_weights:
+        model.__dict__[_KEPT] = stack.weights
+    else:
+        _weights.unstack(stack.weights)
 
 
 def scanned_stack(model: nn.Module) -> Optional[ScanStack]:
     """The :class:`ScanStack` an ``apply(scan=True)`` installed on ``model``, or None."""
     stack = model.__dict__.get(_STACK)
     return stack if isinstance(stack, ScanStack) else None
+
+
+def plain_grads(model: nn.Module) -> dict[str, Any]:
+    """Every parameter's grad by its plain name, as ``named_parameters()`` would give it without scan.
+
+    A scanned stack's stacked parameter (``model.layers.0.mlp.up_proj.weight``, ``[n, ...]``) gives one
+    grad per layer (``model.layers.{i}.mlp.up_proj.weight``: a slice of its grad, or None).
+
+    Example:
+        >>> norms = {k: g.norm() for k, g in plain_grads(model).items() if g is not None}
+    """
+    stack = scanned_stack(model)
+    if stack is None:
+        return {k: p.grad for k, p in model.named_parameters()}
+    stacked = stack.weights.params()  # path in a layer -> stacked parameter; all of a layer's parameters
+    ids = {id(p) for p in stacked.values()}
+    out: dict[str, Any] = {}
+    done = False
+    for k, p in model.named_parameters():
+        if id(p) not in ids:
+            out[k] = p.grad
+        elif not done:  # the stack where its first parameter is, layer by layer: the plain order
+            done = True
+            for i in range(len(stack.layers)):
+                for path, t in stacked.items():
+                    out[f"{stack.name}.{i}.{path}"] = None if t.grad is None else t.grad[i]
+    return out
 
 
 def plain(layer: nn.Module) -> Any:
@@ -152,7 +196,7 @@ def plan_scan(model: nn.Module, cfg: Any, final: list[tuple[str, nn.Module, int]
         check_scannable(model, name, layers)
     except ValueError as e:
         raise fail(str(e)) from None
-    hooked = backward_hooked(name, list(layers))
+    hooked = backward_hooked(name, list(layers)) or _weights.why_not_stackable(model, name, list(layers))
     if hooked is not None:
         raise fail(hooked)
     names = [f"{name}.{i}" for i in range(len(layers))]

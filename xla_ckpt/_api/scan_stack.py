@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._api import scan as _scan
+from xla_ckpt._api import scan_weights as _weights
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.autocast import autocast_state
@@ -50,8 +51,9 @@ class ScanStack:
     """One scanned decoder stack: its owner (``model.model``), its layers and the body's policy."""
 
     def __init__(self, owner: nn.Module, name: str, layers: list[nn.Module], policy: Any,
-                 fallback: list[Any]) -> None:
+                 fallback: list[Any], weights: _weights.StackedWeights) -> None:
         self.owner = owner
+        self.weights = weights  # the layers' parameters, one stacked parameter per name
         self.name = name  # "model.layers", for messages
         self.layers = layers
         self.policy = policy  # a per-op policy (everything_saveable for no checkpointing)
@@ -64,6 +66,7 @@ class ScanStack:
     # -- the owner's hooks -------------------------------------------------------------------------------------
     def start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.pending = None
+        self.weights.begin()
         cfg = getattr(module, "config", None)
         for flag in ("output_hidden_states", "output_attentions"):
             if kwargs.get(flag, getattr(cfg, flag, False)):
@@ -154,11 +157,10 @@ class ScanStack:
         flat, spec = tree_flatten((args, kwargs))
         where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
         consts = [flat[i].expand(n, *flat[i].shape) for i in where]
-        names = [k for k, _ in layers[0].named_parameters()]
+        params = self.weights.params()  # stacked between steps: the scan reads them in place
         bufs = [k for k, _ in layers[0].named_buffers()]
-        per = [(dict(m.named_parameters()), dict(m.named_buffers())) for m in layers]
-        params = {k: torch.stack([p[k] for p, _ in per]) for k in names}
-        buffers = {k: torch.stack([b[k] for _, b in per]) for k in bufs}
+        per = [dict(m.named_buffers()) for m in layers]
+        buffers = {k: torch.stack([b[k] for b in per]) for k in bufs}  # (few and small: stacked per step)
         # Grad and autocast modes shape the trace too (an autocast turned on between steps would
         # otherwise reuse the fp32 body): part of the key.
         modes = (torch.is_grad_enabled(), tuple(autocast_state([h.device])))
@@ -187,7 +189,8 @@ class ScanStack:
             a, kw = tree_unflatten(vals, spec)
             self.in_body = True
             try:
-                out = torch.func.functional_call(template, {**p, **b}, (carry, *a), kw, strict=True)
+                with self.weights.in_body(p):  # the template's stacked weights read this layer's slices
+                    out = torch.func.functional_call(template, b, (carry, *a), kw, strict=False)
             finally:
                 self.in_body = False
             if not isinstance(out, torch.Tensor):

@@ -13,6 +13,7 @@ import torch
 import xla_ckpt
 from xla_ckpt import hf_models
 from xla_ckpt._api import scan_stack
+from xla_ckpt._api.scan_hf import plain_grads
 
 pytest.importorskip("transformers")
 
@@ -93,10 +94,13 @@ def test_configs_scan_cannot_run_are_refused(config, match):
 
 
 def _grads(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Loss and every parameter's grad in the plain model's order (a scanned stack's split per layer)."""
     model.zero_grad(set_to_none=True)
     loss = model(**batch, use_cache=False).loss
     loss.backward()
-    return loss.detach(), [p.grad for p in model.parameters()]
+    grads = plain_grads(model)
+    assert list(grads) == [k for k in model.state_dict() if "rotary" not in k]
+    return loss.detach(), list(grads.values())
 
 
 def test_off_xla_the_layers_run_checkpointed_one_by_one():
@@ -113,7 +117,7 @@ def test_off_xla_the_layers_run_checkpointed_one_by_one():
             got = _grads(model, batch)
         kept[scan] = report.nbytes
         torch.testing.assert_close(got[0], ref[0])
-        for r, g in zip(ref[1], got[1]):
+        for r, g in zip(ref[1], got[1], strict=True):
             assert g is not None
             torch.testing.assert_close(g, r)
     assert kept[True] == kept[False]
@@ -123,3 +127,69 @@ def test_off_xla_the_layers_run_checkpointed_one_by_one():
     with xla_ckpt.saved_activations() as plain:
         _grads(model, batch)
     assert kept[True] < plain.nbytes  # the policy ran on CPU
+
+
+def _decayed(model: torch.nn.Module) -> set[str]:
+    """HF Trainer's weight-decay split, as plain names (a stacked ``model.layers.0.X`` covers every layer's X)."""
+    from transformers import Trainer
+
+    from xla_ckpt._api.scan_hf import scanned_stack
+
+    names = set(Trainer.get_decay_parameter_names(None, model))  # (self is unused)
+    stack = scanned_stack(model)
+    stacked = {id(t) for t in stack.weights.params().values()} if stack is not None else set()
+    out = set()
+    for k, p in model.named_parameters():
+        if k in names and p.requires_grad:
+            out |= {f"model.layers.{i}.{k[15:]}" for i in range(3)} if id(p) in stacked else {k}
+    return out
+
+
+def test_a_scanned_model_looks_like_the_plain_one():
+    """One stacked parameter per weight name, presented as the plain model: state_dict keys and values, loading a
+    plain checkpoint, the optimizer's weight-decay split by name, AdamW steps; apply without scan unstacks."""
+    plain = hf_models.build("llama", n_layer=3)
+    model = hf_models.build("llama", n_layer=3, seed=7)
+    xla_ckpt.apply(model, "megatron_selective", scan=True)
+    stacked = dict(model.named_parameters())
+    assert stacked["model.layers.0.mlp.up_proj.weight"].shape == (3, 64, 32)
+    assert not any(k.startswith("model.layers.1.") for k in stacked)
+    assert model.model.layers[2].mlp.up_proj.weight.shape == (64, 32)  # a layer reads its slice
+    assert model.load_state_dict(plain.state_dict()) is not None  # a plain checkpoint, every key matched
+    assert list(model.state_dict()) == list(plain.state_dict())
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)
+    assert _decayed(model) == _decayed(plain) and len(_decayed(plain)) > 3
+    batch = hf_models.batch("llama", plain)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1) for m in (plain, model)]
+    for _ in range(2):
+        for m, opt in zip((plain, model), opts):
+            opt.zero_grad()
+            m(**batch, use_cache=False).loss.backward()
+            opt.step()
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v)
+    xla_ckpt.apply(model, "full", scan=True)  # scanning again keeps the parameters the optimizer holds
+    assert all(p is stacked[k] for k, p in model.named_parameters())
+    xla_ckpt.apply(model, "megatron_selective")  # without scan: every layer its own parameters again
+    assert [(k, p.shape) for k, p in model.named_parameters()] == [(k, p.shape) for k, p in plain.named_parameters()]
+    assert type(model.model.layers[0].mlp.up_proj) is torch.nn.Linear
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v)
+
+
+def test_weights_a_stack_cannot_hold_are_refused():
+    tied = hf_models.build("llama")
+    tied.model.layers[1].mlp.up_proj.weight = tied.model.layers[0].mlp.up_proj.weight
+    frozen = hf_models.build("llama")
+    frozen.model.layers[1].mlp.up_proj.weight.requires_grad_(False)
+    for model, match in ((tied, r"model.layers\[0\].mlp.up_proj.weight is the same Parameter as another"),
+                         (frozen, r"model.layers\[1\].mlp.up_proj.weight.requires_grad is False")):
+        before = [id(p) for p in model.parameters()]
+        with pytest.raises(xla_ckpt.ConfigError, match=match):
+            xla_ckpt.apply(model, "full", scan=True)
+        assert [id(p) for p in model.parameters()] == before
+    model = hf_models.build("llama")
+    xla_ckpt.apply(model, "full", scan=True)
+    with pytest.raises(xla_ckpt.CheckpointError, match=r"load_state_dict\(assign=True\)"):
+        model.load_state_dict(hf_models.build("llama").state_dict(), assign=True)
