@@ -38,37 +38,40 @@ _CLASSES: dict[tuple[type, frozenset[str]], type] = {}
 
 
 class _Slot:
-    """What a module of layer ``index`` reads its stacked weights from."""
+    """What a module of a layer reads its stacked weights from (``index``: the layer's repeat of the group)."""
 
     def __init__(self, weights: "StackedWeights", index: int, paths: dict[str, str], order: list[str]) -> None:
         self.weights = weights
         self.index = index
-        self.paths = paths  # attribute ("weight") -> path in a layer ("mlp.up_proj.weight")
+        self.paths = paths  # attribute ("weight") -> name in the stack ("0.mlp.up_proj.weight")
         self.order = order  # the module's parameter names as registered before stacking
 
 
 class StackedWeights:
     """The stacked parameters of ``layers`` and where each layer's modules read them."""
 
-    def __init__(self, layers: list[nn.Module], holders: dict[str, tuple[nn.Module, str]]) -> None:
+    def __init__(self, layers: list[nn.Module], holders: dict[str, tuple[nn.Module, str]], group: int) -> None:
         self.layers = layers
-        self.holders = holders  # path -> (layer 0's module that registers the stacked parameter, attribute)
+        self.group = group  # layers in the repeating group: a stacked parameter has len(layers) // group slices
+        # name in the stack ("0.mlp.up_proj.weight") -> (the module of the group's first repeat that registers
+        # the stacked parameter, attribute)
+        self.holders = holders
         self.body: Optional[dict[str, torch.Tensor]] = None  # the slices torch_xla's scan body runs layer 0 on
         self.unbound: Optional[dict[str, tuple]] = None  # one forward's slices (unbind: one grad, not n)
 
-    def stacked(self, path: str) -> torch.Tensor:
-        module, attr = self.holders[path]
+    def stacked(self, key: str) -> torch.Tensor:
+        module, attr = self.holders[key]
         return module._parameters[attr]  # type: ignore[return-value]
 
     def params(self) -> dict[str, torch.Tensor]:
-        """The stacked parameters by path in a layer: the scan's inputs, no copy."""
-        return {path: self.stacked(path) for path in self.holders}
+        """The stacked parameters by name in the stack (``"0.mlp.up_proj.weight"``): the scan's inputs, no copy."""
+        return {key: self.stacked(key) for key in self.holders}
 
-    def read(self, path: str, index: int) -> torch.Tensor:
-        if self.body is not None:  # inside the traced scan body (layer 0 as the template)
-            return self.body[path]
-        t = self.stacked(path)
-        got = self.unbound.get(path) if self.unbound is not None else None
+    def read(self, key: str, index: int) -> torch.Tensor:
+        if self.body is not None:  # inside the traced scan body (the group's first layers as templates)
+            return self.body[key]
+        t = self.stacked(key)
+        got = self.unbound.get(key) if self.unbound is not None else None
         if got is not None and got[0] is t and got[1] == t._version and got[2] == torch.is_grad_enabled():
             return got[3][index]
         return t[index]
@@ -88,7 +91,7 @@ class StackedWeights:
         if _compat.is_compiling():
             return
         grad = torch.is_grad_enabled()
-        self.unbound = {path: (t, t._version, grad, t.unbind(0)) for path, t in self.params().items()}
+        self.unbound = {key: (t, t._version, grad, t.unbind(0)) for key, t in self.params().items()}
 
     def end(self, *_: Any, **__: Any) -> None:
         self.unbound = None
@@ -112,15 +115,16 @@ def plain_parameters(layer: nn.Module) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def why_not_stackable(model: nn.Module, name: str, layers: list[nn.Module]) -> Optional[str]:
+def why_not_stackable(model: nn.Module, name: str, layers: list[nn.Module], group: int = 1) -> Optional[str]:
     """Why the layers' parameters cannot become one stacked parameter per name, or None."""
     if stacked_of(layers[0]) is not None or any(stacked_of(m) is not None for m in layers[0].modules()):
         return None  # stacked by an earlier apply: kept
     uses: dict[int, int] = {}
     for _, p in model.named_parameters(remove_duplicate=False):
         uses[id(p)] = uses.get(id(p), 0) + 1
-    first = dict(layers[0].named_parameters(remove_duplicate=False))
+    firsts = [dict(layer.named_parameters(remove_duplicate=False)) for layer in layers[:group]]
     for i, layer in enumerate(layers):
+        first = firsts[i % group]
         for k, p in layer.named_parameters(remove_duplicate=False):
             where = f"{name}[{i}].{k}"
             if uses.get(id(p), 0) > 1:
@@ -128,7 +132,7 @@ def why_not_stackable(model: nn.Module, name: str, layers: list[nn.Module]) -> O
                         "weights); a scanned stack keeps one stacked parameter per weight name, which would untie "
                         "them. Apply without scan.")
             if p.requires_grad != first[k].requires_grad:
-                return (f"xla_ckpt.apply(scan=True): {where}.requires_grad is {p.requires_grad}, {name}[0]'s is "
+                return (f"xla_ckpt.apply(scan=True): {where}.requires_grad is {p.requires_grad}, {name}[{i % group}]'s is "
                         f"{first[k].requires_grad}; a scanned stack trains every layer's copy of a weight or none. "
                         "Freeze whole weight names, or apply without scan.")
             if p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None):
@@ -189,35 +193,38 @@ def _load(self: nn.Module, state_dict: Any, prefix: str, local_metadata: dict, s
             self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
 
-def stack(layers: list[nn.Module]) -> StackedWeights:
-    """Replace the layers' parameters by one stacked parameter per name (checked by :func:`why_not_stackable`)."""
+def stack(layers: list[nn.Module], group: int = 1) -> StackedWeights:
+    """Replace the layers' parameters by one stacked parameter per name and place in the repeating group of
+    ``group`` layers (stacked over the repeats; checked by :func:`why_not_stackable`)."""
     from xla_ckpt._base import xla as _xla  # noqa: PLC0415
 
     mods = [dict(layer.named_modules()) for layer in layers]
-    paths = [k for k, _ in layers[0].named_parameters()]
+    positions = [[k for k, _ in layers[j].named_parameters()] for j in range(group)]
     holders: dict[str, tuple[nn.Module, str]] = {}
     new: dict[str, nn.Parameter] = {}
-    for path in paths:
-        mod, _, attr = path.rpartition(".")
-        ps = [m[mod]._parameters[attr] for m in mods]
-        with torch.no_grad():
-            p = nn.Parameter(torch.stack([q.detach() for q in ps]), requires_grad=ps[0].requires_grad)
-            if any(q.grad is not None for q in ps):  # grads accumulated before apply are kept
-                p.grad = torch.stack([q.grad if q.grad is not None else torch.zeros_like(q) for q in ps])
-        holders[path] = (mods[0][mod], attr)
-        new[path] = p
+    for j, paths in enumerate(positions):
+        for path in paths:
+            mod, _, attr = path.rpartition(".")
+            ps = [m[mod]._parameters[attr] for m in mods[j::group]]
+            with torch.no_grad():
+                p = nn.Parameter(torch.stack([q.detach() for q in ps]), requires_grad=ps[0].requires_grad)
+                if any(q.grad is not None for q in ps):  # grads accumulated before apply are kept
+                    p.grad = torch.stack([q.grad if q.grad is not None else torch.zeros_like(q) for q in ps])
+            holders[f"{j}.{path}"] = (mods[j][mod], attr)  # named as in the stack: "1.mlp.up_proj.weight"
+            new[f"{j}.{path}"] = p
     if any(_xla.is_xla(p) for p in new.values()):
         # Computed now, not inside the first step's program (which would hold both copies at once).
         _xla.materialize([t for p in new.values() for t in (p, p.grad) if t is not None])
-    weights = StackedWeights(list(layers), holders)
+    weights = StackedWeights(list(layers), holders, group)
     for i, m in enumerate(mods):
-        for mod in {path.rpartition(".")[0] for path in paths}:
+        j, rep = i % group, i // group
+        for mod in dict.fromkeys(path.rpartition(".")[0] for path in positions[j]):
             module = m[mod]
-            attrs = {path.rpartition(".")[2]: path for path in paths if path.rpartition(".")[0] == mod}
-            module.__dict__[_SLOT] = _Slot(weights, i, attrs, list(module._parameters))
-            for attr, path in attrs.items():
-                if i == 0:
-                    module._parameters[attr] = new[path]  # same key: named_parameters keeps the plain order
+            attrs = {path.rpartition(".")[2]: f"{j}.{path}" for path in positions[j] if path.rpartition(".")[0] == mod}
+            module.__dict__[_SLOT] = _Slot(weights, rep, attrs, list(module._parameters))
+            for attr, key in attrs.items():
+                if rep == 0:
+                    module._parameters[attr] = new[key]  # same key: named_parameters keeps the plain order
                 else:
                     del module._parameters[attr]
             module.__class__ = _stacked_class(type(module), frozenset(attrs))

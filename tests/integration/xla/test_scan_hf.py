@@ -263,3 +263,22 @@ def test_a_scanned_step_peaks_as_the_unrolled_one(tmp_path):
         got[scan] = json.loads(out.stdout.strip().splitlines()[-1])
     torch.testing.assert_close(torch.tensor(got[1]["losses"]), torch.tensor(got[0]["losses"]))
     assert got[1]["peak_bytes"] <= 1.05 * got[0]["peak_bytes"], got
+
+
+def test_gemma2_alternating_layers_scan_as_groups(xla_device):
+    """Gemma 2's sliding and global layers alternate (config.layer_types): the scan runs the pair as one body,
+    twice over 4 layers, each layer with its own mask and configuration; loss and every grad as the plain model.
+    The window (4) is shorter than the sequence (16): a sliding layer given the global mask would differ."""
+    base = hf_models.build("gemma2", n_layer=4)
+    base.config.sliding_window = 4
+    torch.manual_seed(0)
+    model = hf_models.to_device(type(base)(base.config).train(), xla_device)
+    assert model.model.layers[0].self_attn.sliding_window == 4 and model.model.layers[1].self_attn.sliding_window is None
+    batch = {**hf_models.batch("gemma2", model, device=xla_device), "use_cache": False}
+    ref = _step(model, batch, hlo=True)
+    report = xla_ckpt.apply(model, "megatron_selective", scan=True)
+    assert report.scanned.startswith("model.layers: 4 Gemma2DecoderLayer as one scan of 2 groups of 2"), report
+    assert dict(model.named_parameters())["model.layers.1.self_attn.q_proj.weight"].shape[0] == 2
+    got = _step(model, batch, hlo=True)
+    _assert_same(ref[:2], got[:2])
+    assert got[2].count("while(") >= 2 and "while(" not in ref[2]

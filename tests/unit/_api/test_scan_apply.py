@@ -39,8 +39,9 @@ def test_scan_is_a_config_switch(tmp_path):
 
 
 @pytest.mark.parametrize("arch, n_layer, match", [
-    ("gemma2", 2, r"config.layer_types is not all equal \(\['full_attention', 'sliding_attention'\]"),
-    ("gemma3", 6, r"config.layer_types is not all equal"),
+    ("gemma2", 2, r"its 2 layers repeat no group of layers \(config.layer_types \[sliding_attention, full_attention\]; "
+                  r"config.layer_types\[1\] is 'full_attention', \[0\]'s 'sliding_attention'\)"),
+    ("gemma3", 6, r"repeat no group of layers \(config.layer_types \[sliding_attention x5, full_attention\]"),
     ("t5", 2, r"no decoder stack at model.model.layers, model.layers, model.transformer.h or model.h"),
 ])
 def test_layers_that_differ_are_refused(arch, n_layer, match):
@@ -93,14 +94,20 @@ def test_configs_scan_cannot_run_are_refused(config, match):
     assert _forwards(model) == before
 
 
-def _grads(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Loss and every parameter's grad in the plain model's order (a scanned stack's split per layer)."""
+def _grads(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Loss and every parameter's grad by its plain name, in the plain order (a scanned stack's split per layer)."""
     model.zero_grad(set_to_none=True)
     loss = model(**batch, use_cache=False).loss
     loss.backward()
-    grads = plain_grads(model)
-    assert list(grads) == [k for k in model.state_dict() if "rotary" not in k]
-    return loss.detach(), list(grads.values())
+    return loss.detach(), plain_grads(model)
+
+
+def _assert_grads(ref: tuple, got: tuple) -> None:
+    torch.testing.assert_close(got[0], ref[0])
+    assert list(got[1]) == list(ref[1])
+    for k, r in ref[1].items():
+        assert got[1][k] is not None, k
+        torch.testing.assert_close(got[1][k], r, msg=lambda m, k=k: f"{k}: {m}")
 
 
 def test_off_xla_the_layers_run_checkpointed_one_by_one():
@@ -116,10 +123,7 @@ def test_off_xla_the_layers_run_checkpointed_one_by_one():
             warnings.simplefilter("error")
             got = _grads(model, batch)
         kept[scan] = report.nbytes
-        torch.testing.assert_close(got[0], ref[0])
-        for r, g in zip(ref[1], got[1], strict=True):
-            assert g is not None
-            torch.testing.assert_close(g, r)
+        _assert_grads(ref, got)
     assert kept[True] == kept[False]
     assert list(model.state_dict()) == keys
     xla_ckpt.apply(model, "none")  # undoes the scan
@@ -193,3 +197,19 @@ def test_weights_a_stack_cannot_hold_are_refused():
     xla_ckpt.apply(model, "full", scan=True)
     with pytest.raises(xla_ckpt.CheckpointError, match=r"load_state_dict\(assign=True\)"):
         model.load_state_dict(hf_models.build("llama").state_dict(), assign=True)
+
+
+def test_alternating_layers_stack_per_place_in_their_group():
+    """Gemma 2 (sliding, global) x 2: each of the pair's weights stacked over the repeats, at the first pair's
+    names; off XLA the layers run one by one on their slices (grads as the plain model's), state_dict plain."""
+    plain = hf_models.build("gemma2", n_layer=4)
+    model = hf_models.build("gemma2", n_layer=4)
+    batch = hf_models.batch("gemma2", plain)
+    ref = _grads(plain, batch)
+    assert "2 groups of 2" in xla_ckpt.apply(model, "megatron_selective", scan=True).scanned
+    names = [k for k, _ in model.named_parameters()]
+    assert {k.split(".")[2] for k in names if k.startswith("model.layers.")} == {"0", "1"}
+    assert dict(model.named_parameters())["model.layers.1.mlp.up_proj.weight"].shape[0] == 2
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)
+    _assert_grads(ref, _grads(model, batch))
