@@ -146,10 +146,21 @@ def _stacked_class(cls: type, attrs: frozenset[str]) -> type:
     key = (cls, attrs)
     if key not in _CLASSES:
         ns: dict[str, Any] = {attr: property(_getter(attr)) for attr in sorted(attrs)}
-        ns.update(_save_to_state_dict=_save, _load_from_state_dict=_load, _xla_ckpt_plain=cls,
-                  __module__=cls.__module__, __qualname__=cls.__qualname__)
+        ns.update(_save_to_state_dict=_save, _load_from_state_dict=_load, __reduce_ex__=_reduce, _xla_ckpt_plain=cls,
+                  _xla_ckpt_attrs=attrs, __module__=cls.__module__, __qualname__=cls.__qualname__)
         _CLASSES[key] = type(cls.__name__, (cls,), ns)
     return _CLASSES[key]
+
+
+def _reduce(self: nn.Module, protocol: int) -> tuple:
+    # Pickled (torch.save of the model, deepcopy) as its plain class and stacked attributes: the subclass
+    # is made at run time, so no module attribute names it.
+    cls = type(self)
+    return (_new, (cls._xla_ckpt_plain, cls._xla_ckpt_attrs), self.__dict__)  # type: ignore[attr-defined]
+
+
+def _new(plain: type, attrs: frozenset[str]) -> nn.Module:
+    return object.__new__(_stacked_class(plain, attrs))
 
 
 def _getter(attr: str) -> Any:

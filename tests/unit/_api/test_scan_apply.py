@@ -5,6 +5,7 @@ The scan itself (XLA) is tested in ``integration/xla/test_scan_hf.py``.
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import pytest
@@ -164,6 +165,13 @@ def test_a_scanned_model_looks_like_the_plain_one():
     for k, v in plain.state_dict().items():
         torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)
     assert _decayed(model) == _decayed(plain) and len(_decayed(plain)) > 3
+    buf = io.BytesIO()
+    torch.save(model, buf)  # the whole model pickles (its modules' stacked subclasses made at run time)
+    buf.seek(0)
+    again = torch.load(buf, weights_only=False)
+    assert again.model.layers[2].mlp.up_proj.weight.shape == (64, 32)
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(again.state_dict()[k], v, rtol=0, atol=0)
     batch = hf_models.batch("llama", plain)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1) for m in (plain, model)]
     for _ in range(2):
