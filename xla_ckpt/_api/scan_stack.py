@@ -4,13 +4,15 @@ The model's own forward is not copied: it still loops ``for layer in self.layers
 layer with the hidden states and the per-call arguments (mask, position ids and embeddings, cache
 flags). Each layer's instance-level ``forward`` (:class:`ScanForward`) defers: layers ``0..n-2``
 record their arguments and hand back their input unchanged; the last layer runs the whole stack as one
-scan on the first layer's input. Every deferred call is checked against the first (the same hidden
-states object, the same argument objects), so a model whose loop changes anything between layers,
-or passes a different mask to some layers, is a ``CheckpointError``, never a wrong value. The
+scan on the first layer's input. Every deferred call is checked against the same layer of the first
+repeating group (one layer, or Gemma 2's sliding and global pair: the same hidden states object, the
+same argument objects), so a model whose loop changes anything between layers, or passes another
+mask than that layer's, is a ``CheckpointError``, never a wrong value. The weights are the stacked
+parameters of :mod:`xla_ckpt._api.scan_weights`, read in place. The
 owner's (``model.model``'s) hooks start and finish each forward: a forward that stops before the
 last layer is an error too.
 
-The per-call tensors enter the scan as inputs broadcast over the layers (``expand``): torch_xla's
+The per-call tensors enter the scan as inputs broadcast over the repeats (``expand``): torch_xla's
 scan traces the body with AOTAutograd on fake tensors, which refuses tensors the body closes over;
 gradients into them (if any need one) are summed over the layers by ``expand``'s backward.
 """

@@ -9,8 +9,10 @@ The model still looks like the plain one:
 
 - ``named_parameters()`` / ``parameters()`` give one stacked parameter per weight name, registered
   where layer 0's was and under its name (``model.layers.0.mlp.up_proj.weight``, shape
-  ``[n, ...]``): name-based optimizer groups (weight decay off for norms and biases) split it as
-  they split every layer's, and elementwise optimizers (SGD, Adam, AdamW) step it as they step each.
+  ``[n, ...]``; for a repeating group of layers, one per place in the group, stacked over the
+  repeats, at the first repeat's names): name-based optimizer groups (weight decay off for norms
+  and biases) split it as they split every layer's, and elementwise optimizers (SGD, Adam, AdamW)
+  step it as they step each.
 - ``state_dict()`` gives the plain keys, each a slice of its stacked parameter, in the plain order;
   ``load_state_dict`` of a plain state dict copies each value into its slice.
 - ``layer.mlp.up_proj.weight`` reads that layer's slice (a view): a layer run alone (off XLA,
@@ -88,10 +90,13 @@ class StackedWeights:
         """A forward of the stack's owner starts: layers run one by one read one ``unbind`` per weight
         (its backward stacks the grads once; a ``select`` per layer would add ``n`` full-size grads)."""
         self.unbound = None
-        if _compat.is_compiling():
+        params = self.params()
+        # Not on XLA: there the scan reads the stacked weights (these would be dead graph nodes, host time
+        # on every step), and a layer run alone traces selects that XLA fuses.
+        if _compat.is_compiling() or any(t.device.type == "xla" for t in params.values()):
             return
         grad = torch.is_grad_enabled()
-        self.unbound = {key: (t, t._version, grad, t.unbind(0)) for key, t in self.params().items()}
+        self.unbound = {key: (t, t._version, grad, t.unbind(0)) for key, t in params.items()}
 
     def end(self, *_: Any, **__: Any) -> None:
         self.unbound = None
