@@ -108,8 +108,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     on XLA what they keep on CPU (no transposed weight copy, no normalized copy of the input; the same
     values and grads; ``correct_outside = false`` in the config leaves them stock).
     With ``scan``, the per-call arguments (mask, positions, rotary embeddings) pass once to the scan;
-    layers that differ (sliding and global attention) are an error naming why; off XLA (or under
-    ``torch.compile``) the layers run one by one as without scan; ``state_dict`` keys are unchanged.
+    alternating layers (sliding and global attention) scan as their repeating group, a stack that
+    repeats none is an error naming why; the layers' weights become one stacked parameter per name
+    (at layer 0's name: create the optimizer after ``apply``), while ``state_dict`` keeps the plain
+    keys and loads plain checkpoints; off XLA (or under ``torch.compile``) the layers run one by one.
 
     Example:
         >>> report = xla_ckpt.apply(model, "megatron_selective")
