@@ -66,8 +66,7 @@ bench: $(STAMP)
 
 # The full sweep: every preset, memory_budget 0.1-0.9, offload, 15 rounds; then the depth sweep
 # (2-16 layers of a small GPT), the compiled-XLA rows (torch.compile(backend="openxla"), fenced) and
-# HF Llama scanned vs unrolled at 4/16/32 layers (bench/scan_hf.py: one process per row, then one interleaved
-# host-trace process per depth; about 10 minutes before the timing process, not yet timed with it) and
+# HF Llama scanned vs unrolled at 4/16/32 layers (bench/scan_hf.py, issue 29: about 10 more minutes) and
 # the Llama-3-70B-shaped estimate. About 35 minutes here.
 bench-all: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} $(PY) bench/memory.py --device xla --json bench/results/memory.json --plot bench/results/memory.png
