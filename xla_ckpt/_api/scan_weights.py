@@ -20,6 +20,11 @@ The model still looks like the plain one:
 
 Each module that had a stacked weight gets a subclass of its own class (same name) whose
 attribute for that weight is a property, and whose state-dict methods present the plain tensors.
+
+Example:
+    >>> weights = stack(list(model.model.layers))   # what apply(model, preset, scan=True) does
+    >>> model.model.layers[3].mlp.up_proj.weight     # layer 3's slice of the stacked parameter
+    >>> unstack(weights)                             # every layer its own parameters again
 """
 
 from __future__ import annotations
