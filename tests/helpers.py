@@ -214,14 +214,15 @@ def free_port() -> int:
 _TEARDOWN_CRASH = "terminate called without an active exception"
 
 
-def run_probe(script: str, *args: Any) -> Any:
+def run_probe(script: str, *args: Any, python: str | None = None) -> Any:
     """Run ``tests/probes/<script>`` in a fresh process; the JSON its last stdout line holds.
 
     For the gloo probes the last argument is the rendezvous port: a retry after a teardown crash gets
-    a fresh one. Example: ``run_probe("ddp_probe.py", out, free_port())``.
+    a fresh one. ``python``: another interpreter (a venv with extra packages), else this one.
+    Example: ``run_probe("ddp_probe.py", out, free_port())``.
     """
     env = {**os.environ, "PYTHONPATH": ROOT_DIR + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, os.path.join(PROBES_DIR, script), *map(str, args)]
+    cmd = [python or sys.executable, os.path.join(PROBES_DIR, script), *map(str, args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if out.returncode != 0 and _TEARDOWN_CRASH in out.stderr and script in ("fsdp2_probe.py", "ddp_probe.py"):
         out = subprocess.run(cmd[:-1] + [str(free_port())], capture_output=True, text=True, timeout=600, env=env)

@@ -35,6 +35,7 @@ def main() -> None:
 
     import xla_ckpt
     from xla_ckpt import hf_models
+    from xla_ckpt._api.scan_hf import plain_grads
 
     xr.use_spmd()
     n = xr.global_runtime_device_count()
@@ -68,7 +69,8 @@ def main() -> None:
         hlo = torch_xla._XLAC._get_xla_tensors_hlo([loss, *(p.grad for p in params if p.grad is not None)])
         torch_xla.sync()
         sharded = sum(torch_xla._XLAC._get_xla_sharding_spec(p) != "" for p in params)
-        return {"loss": loss.cpu(), "grads": [None if p.grad is None else p.grad.cpu() for p in params],
+        grads = plain_grads(model).values()  # by plain name in the plain order: a stacked grad split per layer
+        return {"loss": loss.cpu(), "grads": [None if g is None else g.cpu() for g in grads],
                 "whiles": hlo.count("while("), "shardings": hlo.count("sharding={devices="),
                 "sharded_params": sharded, "n_params": len(params)}
 

@@ -135,8 +135,10 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
     on XLA what they keep on CPU (no transposed weight copy, no normalized copy of the input; the same
     values and grads; ``correct_outside = false`` in the config leaves them stock).
     With ``scan``, the per-call arguments (mask, positions, rotary embeddings) pass once to the scan;
-    layers that differ (sliding and global attention) are an error naming why; off XLA (or under
-    ``torch.compile``) the layers run one by one as without scan; ``state_dict`` keys are unchanged.
+    alternating layers (sliding and global attention) scan as their repeating group, a stack that
+    repeats none is an error naming why; the layers' weights become one stacked parameter per name
+    (at layer 0's name: create the optimizer after ``apply``), while ``state_dict`` keeps the plain
+    keys and loads plain checkpoints; off XLA (or under ``torch.compile``) the layers run one by one.
 
     Example:
         >>> report = xla_ckpt.apply(model, "megatron_selective")
@@ -195,7 +197,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         stack, final, report.scanned = _scan_hf.plan_scan(model, cfg, final, built, owned)
     _hf.refuse_our_kwargs(model, "apply")  # a policy handed to HF's own checkpointing: an error, nothing changed
     # Validated: now change the model.
-    earlier.undo(model)
+    earlier.undo(model, keep_scan_weights=stack is not None)
     report.own_checkpointing_off = _hf.turn_off_own_checkpointing(model, "apply")
     if cfg.patch_linear:
         patch_linear(model)
@@ -251,14 +253,14 @@ class _Applied:
                 if isinstance(m.__dict__.get("forward"), _CheckpointedForward)
                 and checkpoint_policy(m) == self.policies[n]}
 
-    def undo(self, model: nn.Module) -> None:
+    def undo(self, model: nn.Module, keep_scan_weights: bool = False) -> None:
         """Undo in reverse order: the root's by-reference hooks, the outside corrections, the wrappers (a patched
         Linear's sits on its patch), the patch."""
         if self.by_reference:
             unhook_by_reference(model)
         if self.outside:
             uncorrect_outside(model)
-        _scan_hf.uninstall(model)
+        _scan_hf.uninstall(model, keep_weights=keep_scan_weights)  # scanning again: the stacked weights stay
         for m in self.owned().values():
             uncheckpointed(m)
         if self.patch_linear:

@@ -1,10 +1,10 @@
 """``apply(..., scan=True)``: find a Hugging Face decoder stack, check its layers can be scanned, install.
 
 Found: ``model.model.layers`` (a causal LM: Llama, Mistral, Qwen2/Qwen3, Phi-3, Gemma) or
-``model.layers`` (the base model); GPT-2-style ``model.transformer.h`` or ``model.h``. Scanned: layers of one class whose parameters, buffers and
-configuration attributes are equal (``layer_idx`` aside); where they differ (Gemma 2/3's sliding and
-global layers, ``config.layer_types`` not all equal) the error names the attribute. Everything is
-checked before the model changes; the call-time side is :mod:`xla_ckpt._api.scan_stack`.
+``model.layers`` (the base model); GPT-2-style ``model.transformer.h`` or ``model.h``. Scanned: the
+stack's repeating group of layers (one layer where all are alike; Gemma 2's sliding and global pair),
+found by :mod:`xla_ckpt._api.scan_pattern`; its weights are stacked by :mod:`xla_ckpt._api.scan_weights`.
+Everything is checked before the model changes; the call-time side is :mod:`xla_ckpt._api.scan_stack`.
 """
 
 from __future__ import annotations
@@ -14,96 +14,42 @@ from typing import Any, Optional
 
 from torch import nn
 
+from xla_ckpt._api import scan_weights as _weights
+from xla_ckpt._api.scan_pattern import find_stack, group_size
 from xla_ckpt._api.scan_stack import ScanForward, ScanStack, backward_hooked
 
-__all__ = ["find_stack", "check_scannable", "install", "uninstall", "scanned_stack"]
+__all__ = ["find_stack", "group_size", "install", "uninstall", "scanned_stack", "plain_grads"]
 
 _STACK = "_xla_ckpt_scan_stack"
-# Per-layer attributes that may differ: the index (used for a KV cache, off under scan) and the mode.
-_PER_LAYER = frozenset({"layer_idx", "training"})
-# (owner attribute on the model, stack attribute on the owner): a causal LM and its base model, Llama-style
-# (``model.layers``) and GPT-2-style (``transformer.h``).
-_LAYOUTS = (("model", "layers"), ("", "layers"), ("transformer", "h"), ("", "h"))
-
-
-def find_stack(model: nn.Module) -> tuple[str, nn.Module, nn.ModuleList]:
-    """``(name, owner, layers)``: the decoder stack of an HF causal LM or base model, or a ``ValueError``."""
-    for name, attr in _LAYOUTS:
-        owner = getattr(model, name, None) if name else model
-        if not isinstance(owner, nn.Module):
-            continue
-        layers = getattr(owner, attr, None)
-        if isinstance(layers, nn.ModuleList) and len(layers) > 0:
-            return (f"{name}.{attr}" if name else attr), owner, layers
-    raise ValueError(
-        f"xla_ckpt.apply(scan=True): {type(model).__name__} has no decoder stack at model.model.layers, "
-        "model.layers, model.transformer.h or model.h (the layouts of Hugging Face's Llama, Mistral, Qwen2/Qwen3, "
-        "Phi-3, Gemma and GPT-2); scan supports those. Apply without scan, or call xla_ckpt.scan_layers on your "
-        "own stack of layer(x) modules.")
-
-
-def _config_of(module: nn.Module) -> dict[str, Any]:
-    """The plain configuration attributes of ``module`` (numbers, strings, flags, None, tuples of them)."""
-    plain = (int, float, str, bool, type(None))
-    out = {}
-    for k, v in vars(module).items():
-        if k.startswith("_") or k in _PER_LAYER:
-            continue
-        if isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v)):
-            out[k] = v
-    return out
-
-
-def check_scannable(model: nn.Module, name: str, layers: nn.ModuleList) -> None:
-    """Raise a ``ValueError`` naming why the layers of ``name`` cannot run as one scan body."""
-    cfg = getattr(model, "config", None)
-    types = getattr(cfg, "layer_types", None)
-    if isinstance(types, (list, tuple)) and len(set(types)) > 1:
-        raise ValueError(
-            f"xla_ckpt.apply(scan=True): {name}: config.layer_types is not all equal ({sorted(set(types))}, e.g. "
-            "Gemma's sliding-window and global attention layers): each kind gets its own mask, and one scan body "
-            "runs one kind. Apply without scan.")
-    first = layers[0]
-    shapes0 = {k: (tuple(t.shape), t.dtype) for k, t in [*first.named_parameters(), *first.named_buffers()]}
-    subs0 = {k: (type(m), _config_of(m)) for k, m in first.named_modules()}
-    for i, layer in enumerate(layers):
-        if type(layer) is not type(first):
-            raise ValueError(f"xla_ckpt.apply(scan=True): {name}[{i}] is {type(layer).__name__}, {name}[0] is "
-                             f"{type(first).__name__}; a scan runs one layer class. Apply without scan.")
-        shapes = {k: (tuple(t.shape), t.dtype) for k, t in [*layer.named_parameters(), *layer.named_buffers()]}
-        if shapes != shapes0:
-            diff = sorted(set(shapes.items()) ^ set(shapes0.items()))[0][0]
-            raise ValueError(f"xla_ckpt.apply(scan=True): {name}[{i}].{diff} differs from {name}[0]'s (name, shape "
-                             "or dtype); scanned layers stack their parameters. Apply without scan.")
-        for k, m in layer.named_modules():
-            kind, conf = subs0.get(k, (None, None))
-            where = f"{name}[{i}].{k}" if k else f"{name}[{i}]"
-            if kind is not type(m):
-                raise ValueError(f"xla_ckpt.apply(scan=True): {where} is {type(m).__name__}, not as in {name}[0]; "
-                                 "a scan runs one layer structure. Apply without scan.")
-            mine = _config_of(m)
-            for attr in sorted(mine.keys() | conf.keys()):
-                if mine.get(attr) != conf.get(attr):
-                    raise ValueError(
-                        f"xla_ckpt.apply(scan=True): {where}.{attr} is {mine.get(attr)!r}, {name}[0]'s is "
-                        f"{conf.get(attr)!r} (e.g. sliding-window and global attention layers); one scan body runs "
-                        "one configuration. Apply without scan.")
+_KEPT = "_xla_ckpt_scan_weights"  # stacked weights an apply that scans again keeps (no unstack + restack)
 
 
 def install(model: nn.Module, name: str, owner: nn.Module, layers: nn.ModuleList, policy: Any,
-            fallback: list[Any]) -> ScanStack:
-    """Give each layer its scanned ``forward`` and the owner its start/finish hooks; returns the stack."""
-    stack = ScanStack(owner, name, list(layers), policy, fallback)
+            fallback: list[Any], group: int = 1) -> ScanStack:
+    """Stack the layers' weights, give each layer its scanned ``forward`` and the owner its start/finish hooks."""
+    kept = model.__dict__.pop(_KEPT, None)
+    same = isinstance(kept, _weights.StackedWeights) and kept.layers == list(layers) and kept.group == group
+    weights = kept if same else None
+    if weights is None:
+        if isinstance(kept, _weights.StackedWeights):
+            _weights.unstack(kept)
+        weights = _weights.stack(list(layers), group)
+    stack = ScanStack(owner, name, list(layers), policy, fallback, weights, group)
     for i, layer in enumerate(layers):
         layer.forward = ScanForward(stack, i)  # type: ignore[method-assign]
     stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),  # type: ignore[attr-defined]
-                     owner.register_forward_hook(stack.finish, with_kwargs=True)]
+                     owner.register_forward_hook(stack.finish, with_kwargs=True),
+                     owner.register_forward_hook(weights.end, always_call=True)]
     model.__dict__[_STACK] = stack
     return stack
 
 
-def uninstall(model: nn.Module) -> None:
-    """Undo :func:`install` (nothing when the model has no scanned stack)."""
+def uninstall(model: nn.Module, keep_weights: bool = False) -> None:
+    """Undo :func:`install` (nothing when the model has no scanned stack).
+
+    ``keep_weights``: an :func:`install` follows at once (apply scanning again), which takes the stacked
+    weights as they are: the parameters an optimizer holds stay the model's.
+    """
     stack = model.__dict__.pop(_STACK, None)
     if not isinstance(stack, ScanStack):
         return
@@ -112,12 +58,47 @@ def uninstall(model: nn.Module) -> None:
     for layer in stack.layers:
         if isinstance(layer.__dict__.get("forward"), ScanForward):
             del layer.forward
+    if keep_weights:
+        model.__dict__[_KEPT] = stack.weights
+    else:
+        _weights.unstack(stack.weights)
 
 
 def scanned_stack(model: nn.Module) -> Optional[ScanStack]:
     """The :class:`ScanStack` an ``apply(scan=True)`` installed on ``model``, or None."""
     stack = model.__dict__.get(_STACK)
     return stack if isinstance(stack, ScanStack) else None
+
+
+def plain_grads(model: nn.Module) -> dict[str, Any]:
+    """Every parameter's grad by its plain name, as ``named_parameters()`` would give it without scan.
+
+    A scanned stack's stacked parameter (``model.layers.0.mlp.up_proj.weight``, ``[n, ...]``) gives one
+    grad per layer (``model.layers.{i}.mlp.up_proj.weight``: a slice of its grad, or None).
+
+    Example:
+        >>> norms = {k: g.norm() for k, g in plain_grads(model).items() if g is not None}
+    """
+    stack = scanned_stack(model)
+    if stack is None:
+        return {k: p.grad for k, p in model.named_parameters()}
+    weights = stack.weights
+    stacked = weights.params()  # name in the stack ("1.mlp.up_proj.weight") -> stacked parameter
+    ids = {id(p) for p in stacked.values()}
+    out: dict[str, Any] = {}
+    done = False
+    for k, p in model.named_parameters():
+        if id(p) not in ids:
+            out[k] = p.grad
+        elif not done:  # the stack where its first parameter is, layer by layer: the plain order
+            done = True
+            for i in range(len(stack.layers)):
+                j = i % weights.group
+                for key, t in stacked.items():
+                    if key.startswith(f"{j}."):
+                        g = t.grad
+                        out[f"{stack.name}.{i}.{key[len(str(j)) + 1:]}"] = None if g is None else g[i // weights.group]
+    return out
 
 
 def plain(layer: nn.Module) -> Any:
@@ -149,10 +130,10 @@ def plan_scan(model: nn.Module, cfg: Any, final: list[tuple[str, nn.Module, int]
         raise fail(why)
     try:
         name, owner, layers = find_stack(model)
-        check_scannable(model, name, layers)
+        group = group_size(model, name, layers)
     except ValueError as e:
         raise fail(str(e)) from None
-    hooked = backward_hooked(name, list(layers))
+    hooked = backward_hooked(name, list(layers)) or _weights.why_not_stackable(model, name, list(layers), group)
     if hooked is not None:
         raise fail(hooked)
     names = [f"{name}.{i}" for i in range(len(layers))]
@@ -187,5 +168,7 @@ def plan_scan(model: nn.Module, cfg: Any, final: list[tuple[str, nn.Module, int]
     fallback = [(_CheckpointedForward(layer, policy, None, cfg.verify) if rule is not None else plain(layer))
                 for layer in layers]
     shown = str(cfg.checkpoint[rule].policy) if rule is not None else "none (everything_saveable)"
-    what = f"{name}: {len(layers)} {type(layers[0]).__name__} as one scan, body policy {shown}"
-    return (name, owner, layers, policy, fallback), rest, what
+    what = f"{name}: {len(layers)} {type(layers[0]).__name__} as one scan"
+    if group > 1:
+        what += f" of {len(layers) // group} groups of {group} (config.layer_types repeating)"
+    return (name, owner, layers, policy, fallback, group), rest, f"{what}, body policy {shown}"

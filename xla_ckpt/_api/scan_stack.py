@@ -4,13 +4,15 @@ The model's own forward is not copied: it still loops ``for layer in self.layers
 layer with the hidden states and the per-call arguments (mask, position ids and embeddings, cache
 flags). Each layer's instance-level ``forward`` (:class:`ScanForward`) defers: layers ``0..n-2``
 record their arguments and hand back their input unchanged; the last layer runs the whole stack as one
-scan on the first layer's input. Every deferred call is checked against the first (the same hidden
-states object, the same argument objects), so a model whose loop changes anything between layers,
-or passes a different mask to some layers, is a ``CheckpointError``, never a wrong value. The
+scan on the first layer's input. Every deferred call is checked against the same layer of the first
+repeating group (one layer, or Gemma 2's sliding and global pair: the same hidden states object, the
+same argument objects), so a model whose loop changes anything between layers, or passes another
+mask than that layer's, is a ``CheckpointError``, never a wrong value. The weights are the stacked
+parameters of :mod:`xla_ckpt._api.scan_weights`, read in place. The
 owner's (``model.model``'s) hooks start and finish each forward: a forward that stops before the
 last layer is an error too.
 
-The per-call tensors enter the scan as inputs broadcast over the layers (``expand``): torch_xla's
+The per-call tensors enter the scan as inputs broadcast over the repeats (``expand``): torch_xla's
 scan traces the body with AOTAutograd on fake tensors, which refuses tensors the body closes over;
 gradients into them (if any need one) are summed over the layers by ``expand``'s backward.
 """
@@ -25,6 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from xla_ckpt._api import hf as _hf
 from xla_ckpt._api import scan as _scan
+from xla_ckpt._api import scan_weights as _weights
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._ir.autocast import autocast_state
@@ -50,13 +53,16 @@ class ScanStack:
     """One scanned decoder stack: its owner (``model.model``), its layers and the body's policy."""
 
     def __init__(self, owner: nn.Module, name: str, layers: list[nn.Module], policy: Any,
-                 fallback: list[Any]) -> None:
+                 fallback: list[Any], weights: _weights.StackedWeights, group: int = 1) -> None:
         self.owner = owner
+        self.weights = weights  # the layers' parameters, one stacked parameter per name
+        self.group = group  # the repeating group's size: the body runs layers[:group], each repeat on its slices
         self.name = name  # "model.layers", for messages
         self.layers = layers
         self.policy = policy  # a per-op policy (everything_saveable for no checkpointing)
         self.fallback = fallback  # per layer: how it runs off XLA (a checkpointed forward or the plain one)
-        self.pending: Optional[tuple[torch.Tensor, tuple, dict, int]] = None  # (input, args, kwargs, last index)
+        # (input, per layer of the group its (args, kwargs), last index called)
+        self.pending: Optional[tuple[torch.Tensor, list[tuple[tuple, dict]], int]] = None
         self.in_body = False
         self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
         self.cache = _hf.cache_plan(type(layers[0]).forward)
@@ -64,6 +70,7 @@ class ScanStack:
     # -- the owner's hooks -------------------------------------------------------------------------------------
     def start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.pending = None
+        self.weights.begin()
         cfg = getattr(module, "config", None)
         for flag in ("output_hidden_states", "output_attentions"):
             if kwargs.get(flag, getattr(cfg, flag, False)):
@@ -74,7 +81,7 @@ class ScanStack:
 
     def finish(self, module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
         if self.pending is not None:
-            ran = self.pending[3] + 1
+            ran = self.pending[2] + 1
             self.pending = None
             raise CheckpointError(
                 f"xla_ckpt.apply(scan=True): {type(module).__name__}'s forward called {ran} of the "
@@ -105,26 +112,31 @@ class ScanStack:
             why = _scan.spmd_error("apply(scan=True)")
             if why is not None:
                 raise CheckpointError(why)
-            self.pending = (h, rest, kwargs, 0)
+            self.pending = (h, [(rest, kwargs)], 0)
         else:
-            if self.pending is None or self.pending[3] != index - 1:
+            if self.pending is None or self.pending[2] != index - 1:
                 raise CheckpointError(
                     f"xla_ckpt.apply(scan=True): {self.name}[{index}] was called without the layers before it in "
                     "the same forward; a scanned stack runs as a whole, from the owner's forward.")
-            h0, rest0, kwargs0, _ = self.pending
+            h0, calls, _ = self.pending
             if h is not h0:
                 raise self._differs(index, "hidden_states", "is not the previous layer's output")
-            if not _same(rest, rest0):
-                raise self._differs(index, "the positional arguments", "differ from layer 0's")
-            for key in kwargs.keys() | kwargs0.keys():
-                if not _same(kwargs.get(key), kwargs0.get(key)):
-                    raise self._differs(index, key, "differs from layer 0's")
-            self.pending = (h0, rest0, kwargs0, index)
+            if index < self.group:
+                calls.append((rest, kwargs))
+            else:  # the same arguments as the same layer of the first group
+                j = index % self.group
+                rest0, kwargs0 = calls[j]
+                if not _same(rest, rest0):
+                    raise self._differs(index, "the positional arguments", f"differ from layer {j}'s")
+                for key in kwargs.keys() | kwargs0.keys():
+                    if not _same(kwargs.get(key), kwargs0.get(key)):
+                        raise self._differs(index, key, f"differs from layer {j}'s")
+            self.pending = (h0, calls, index)
         if index < len(self.layers) - 1:
             return h
-        h0, rest0, kwargs0, _ = self.pending
+        h0, calls, _ = self.pending
         self.pending = None
-        return self.run(h0, rest0, kwargs0)
+        return self.run(h0, calls)
 
     def _scannable(self, layer: nn.Module, h: Any, args: tuple, kwargs: dict) -> bool:
         if not isinstance(h, torch.Tensor) or h.device.type != "xla" or _compat.is_compiling():
@@ -143,26 +155,25 @@ class ScanStack:
             "arguments to every layer, so layers called differently (sliding and global attention layers, a "
             "changed mask or hidden state between layers) cannot be scanned. Apply without scan.")
 
-    def run(self, h: torch.Tensor, args: tuple, kwargs: dict) -> torch.Tensor:
-        """The whole stack as one torch_xla scan over the stacked parameters of its layers."""
+    def run(self, h: torch.Tensor, calls: list[tuple[tuple, dict]]) -> torch.Tensor:
+        """The whole stack as one torch_xla scan over the stacked parameters, one repeat of the group a step."""
         from torch_xla.experimental.scan import scan  # noqa: PLC0415
 
-        layers, n = self.layers, len(self.layers)
+        layers, group = self.layers, self.group
+        reps = len(layers) // group
         if layers[0].training:
             _scan._dropout_modules(layers)
-            _attention_dropout(layers)
-        flat, spec = tree_flatten((args, kwargs))
+            _attention_dropout(layers[:group])
+        flat, spec = tree_flatten(calls)
         where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-        consts = [flat[i].expand(n, *flat[i].shape) for i in where]
-        names = [k for k, _ in layers[0].named_parameters()]
-        bufs = [k for k, _ in layers[0].named_buffers()]
-        per = [(dict(m.named_parameters()), dict(m.named_buffers())) for m in layers]
-        params = {k: torch.stack([p[k] for p, _ in per]) for k in names}
-        buffers = {k: torch.stack([b[k] for _, b in per]) for k in bufs}
+        consts = [flat[i].expand(reps, *flat[i].shape) for i in where]
+        params = self.weights.params()  # stacked between steps: the scan reads them in place
+        per = [dict(m.named_buffers()) for m in layers]  # (few and small: stacked per step)
+        buffers = {f"{j}.{k}": torch.stack([b[k] for b in per[j::group]]) for j in range(group) for k in per[j]}
         # Grad and autocast modes shape the trace too (an autocast turned on between steps would
         # otherwise reuse the fp32 body): part of the key.
         modes = (torch.is_grad_enabled(), tuple(autocast_state([h.device])))
-        key = _body_key(flat, spec, (layers[0].training, _state_of(layers[0]), modes,
+        key = _body_key(flat, spec, (layers[0].training, tuple(_state_of(m) for m in layers[:group]), modes,
                                      tuple(t.requires_grad for t in [*params.values(), *buffers.values()])))
         body = self.bodies.get(key) if key is not None else None
         if body is None:
@@ -176,25 +187,29 @@ class ScanStack:
         return out
 
     def _body(self, flat: list[Any], spec: Any, where: list[int]) -> Any:
-        """The scan body: the first layer's forward on one layer's parameters and the per-call arguments."""
-        template = self.layers[0]
+        """The scan body: the group's layers in turn on one repeat's parameters and their per-call arguments."""
+        templates = self.layers[:self.group]
 
         def body(carry: torch.Tensor, x: Any) -> tuple[torch.Tensor, None]:
             p, b, c = x
             vals = list(flat)
             for i, t in zip(where, c):
                 vals[i] = t
-            a, kw = tree_unflatten(vals, spec)
+            calls = tree_unflatten(vals, spec)
             self.in_body = True
             try:
-                out = torch.func.functional_call(template, {**p, **b}, (carry, *a), kw, strict=True)
+                with self.weights.in_body(p):  # the templates' stacked weights read this repeat's slices
+                    for j, (template, (a, kw)) in enumerate(zip(templates, calls)):
+                        mine = {k[len(str(j)) + 1:]: t for k, t in b.items() if k.startswith(f"{j}.")}
+                        carry = torch.func.functional_call(template, mine, (carry, *a), kw, strict=False)
+                        if not isinstance(carry, torch.Tensor):
+                            raise CheckpointError(
+                                f"xla_ckpt.apply(scan=True): {type(template).__name__} returned "
+                                f"{type(carry).__name__}, not the hidden states tensor; only layers that return a "
+                                "tensor can be scanned. Apply without scan.")
             finally:
                 self.in_body = False
-            if not isinstance(out, torch.Tensor):
-                raise CheckpointError(
-                    f"xla_ckpt.apply(scan=True): {type(template).__name__} returned {type(out).__name__}, not the "
-                    "hidden states tensor; only layers that return a tensor can be scanned. Apply without scan.")
-            return out, None
+            return carry, None
 
         return body
 
@@ -227,11 +242,12 @@ def _body_key(flat: list[Any], spec: Any, state: tuple) -> Optional[tuple]:
 
 def _attention_dropout(layers: list[nn.Module]) -> None:
     """Raise on attention dropout (HF attention modules: ``attention_dropout`` > 0, used in training)."""
-    for name, m in layers[0].named_modules():
-        p = getattr(m, "attention_dropout", None)
-        if isinstance(p, float) and not isinstance(p, bool) and p > 0 and m.training:
-            where = f"layers[0].{name}" if name else "layers[0]"
-            raise _scan._random_error(f"attention dropout: {where}.attention_dropout is {p} in training mode")
+    for i, layer in enumerate(layers):
+        for name, m in layer.named_modules():
+            p = getattr(m, "attention_dropout", None)
+            if isinstance(p, float) and not isinstance(p, bool) and p > 0 and m.training:
+                where = f"layers[{i}].{name}" if name else f"layers[{i}]"
+                raise _scan._random_error(f"attention dropout: {where}.attention_dropout is {p} in training mode")
 
 
 def backward_hooked(name: str, layers: list[nn.Module]) -> Optional[str]:

@@ -31,6 +31,7 @@ __all__ = [
     "base_seed",
     "advance_rng",
     "hardware_type",
+    "materialize",
     "optimization_barrier_",
     "place_to_host",
     "place_to_device",
@@ -214,6 +215,12 @@ def _hardware_type(device: str) -> str:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
     return str(xm.xla_device_hw(device))
+
+
+def materialize(tensors: list[torch.Tensor]) -> None:
+    """Compute the pending graphs of these XLA tensors now (only theirs), so that they hold device data."""
+    if tensors:
+        _xlac()._xla_sync_multi(tensors, devices=[], wait=True)
 
 
 def optimization_barrier_(tensors: list[torch.Tensor]) -> None:

@@ -145,6 +145,8 @@ ALLOWED = {
                                                  "there (torch's API)",
     ("xla_ckpt/_hooks/linear.py", "new.bias"): "Linear.from_linear: the instance it just built of its own class "
                                                 "takes the module's parameter objects",
+    ("xla_ckpt/_api/scan_weights.py", "p.grad"): "stack/unstack: the Parameter it just built takes the grads the "
+                                                 "layers' parameters had (torch's .grad, not the engine's)",
 }
 
 MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "add",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from helpers import free_port, run_probe
 
 import copy
+import os
 import pickle
 
 import pytest
@@ -53,15 +54,12 @@ def test_every_preset_under_fsdpv2_by_hand_and_in_the_trainer(xla_device, tmp_pa
         assert r[f"trainer:{preset}"]["peak"] < 0.85 * r["trainer:none"]["peak"], r
 
 
-# Issue 29: apply(scan=True) under FSDPv2 (4 virtual devices), tiny HF Llama, megatron_selective. torch_xla's
-# scan needs jax and torchax under SPMD (shard_as): with them, loss and every grad equal the unscanned FSDPv2
-# run (the usual recipe, each layer wrapped); without them (this project's deps), the named error at apply
-# time. FSDPv2 around each scanned layer is refused at call time, before anything ran. ~10 s.
-@pytest.mark.slow
-@pytest.mark.xla
-def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device):
-    pytest.importorskip("transformers")
-    r = run_probe("fsdpv2_scan_probe.py")
+# apply(scan=True) under FSDPv2 (4 virtual devices), tiny HF Llama, megatron_selective. torch_xla's scan needs
+# jax and torchax under SPMD (shard_as). In this environment (the project's deps, no jax): the named error at
+# apply time. In the one `make test-all` layers on it with them (.venv-jax, XLA_CKPT_JAX_PYTHON): loss and every
+# grad equal the unscanned FSDPv2 run (the usual recipe, each layer wrapped), every stacked weight sharded.
+# FSDPv2 around each scanned layer is refused at call time, before anything ran. ~10-60 s a run.
+def _check_scan_under_fsdpv2(r: dict) -> None:
     assert r["devices"] == 4
     if r["scan"] == "ran":
         assert r["mismatch"] is None and r["max_grad_diff"] <= SHARDED_ATOL, r  # loss and every grad, none None
@@ -73,6 +71,24 @@ def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device)
         for run in (r["scan"], r["per_layer"]):
             assert run["at"] == "apply" and not run["wrapped"], run  # refused before the model changed
             assert "SPMD is on (torch_xla.runtime.use_spmd()) and jax and torchax cannot be imported" in run["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_scan_under_fsdpv2_equals_unscanned_or_names_the_missing_jax(xla_device):
+    pytest.importorskip("transformers")
+    _check_scan_under_fsdpv2(run_probe("fsdpv2_scan_probe.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+@pytest.mark.skipif(not os.environ.get("XLA_CKPT_JAX_PYTHON"),
+                    reason="XLA_CKPT_JAX_PYTHON unset: the Python with jax and torchax (make test-all sets it)")
+def test_scan_under_fsdpv2_with_jax_equals_unscanned(xla_device):
+    pytest.importorskip("transformers")
+    r = run_probe("fsdpv2_scan_probe.py", python=os.environ["XLA_CKPT_JAX_PYTHON"])
+    assert r["scan"] == "ran", r  # that environment has jax and torchax: the scan must run
+    _check_scan_under_fsdpv2(r)
 
 
 # The fast tier's sharded run: FSDP2 with 2 gloo ranks under dots_saveable (torch only, seconds); the
