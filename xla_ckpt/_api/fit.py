@@ -94,7 +94,7 @@ class FitReport:
     def to_json(self) -> str:
         """The report as JSON; configs (each row's, ``recommended``) as the data a config file holds."""
         data = asdict(self)
-        for row, obj in zip(data["rows"], self.rows):
+        for row, obj in zip(data["rows"], self.rows, strict=True):
             row["config"] = config_data(obj.config)
         data["recommended"] = config_data(self.recommended) if self.recommended is not None else None
         return json.dumps(data, indent=2)

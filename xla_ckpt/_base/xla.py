@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def available() -> bool:
     """True when torch_xla can be imported (without importing it)."""
     return importlib.util.find_spec("torch_xla") is not None
@@ -62,7 +62,7 @@ def spmd_scan_missing() -> Optional[str]:
     return _jax_interop_missing()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jax_interop_missing() -> Optional[str]:
     from torch_xla._internal import jax_workarounds as jw  # noqa: PLC0415  (torch_xla's own check)
 
@@ -207,7 +207,7 @@ def hardware_type(device: torch.device) -> str:
     return _hardware_type(str(device))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hardware_type(device: str) -> str:
     # Cached per device name: a device's hardware does not change within a process, and torch_xla's
     # lookup parses the name with a regex each call (about 0.1 ms; once per recomputed region).

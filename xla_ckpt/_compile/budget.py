@@ -214,7 +214,7 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
         reads.append(r)
     flow = Dataflow([buf(k) for k in input_keys])
     calls = []
-    for n, r in zip(positions, reads):
+    for n, r in zip(positions, reads, strict=True):
         out_keys = [k for k in outs(n) if buf(k) is not None]
         flow.op([buf(k) for k in r], [buf(k) for k in out_keys], only_tensors=True, must_run=False)
         out = tuple(buf(k) for k in out_keys) if isinstance(n.meta.get("val"), (tuple, list)) else (
@@ -239,8 +239,8 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
     fixed = {i for i, m in enumerate(marks) if m in (P.MUST_SAVE, None) or (m is P.PREFER_SAVE and i not in free)}
     view = RegionView(calls, free, fixed, flow, [buf(k) for k in input_keys], flow.packed_keys, prune=True)
     decisions = check_plan(policy, view, policy.plan(view))
-    chosen = {p for p, d in zip(free, decisions) if d.keeps}
-    for p, d in zip(free, decisions):
+    chosen = {p for p, d in zip(free, decisions, strict=True) if d.keeps}
+    for p, d in zip(free, decisions, strict=True):
         _set_mark(positions[p], P.MUST_SAVE if d.keeps else P.PREFER_RECOMPUTE)
     fraction = getattr(policy, "fraction", None)
     baseline = view.baseline

@@ -91,7 +91,7 @@ class EagerForward(Forward):
                 # The tensor itself: a detached alias made here (below autograd) has a version
                 # counter of its own, and the replay must leave the caller's unchanged.
                 base = t if t._base is None else t._base
-                state.writing_outside(key, base, lambda: base.detach().clone())
+                state.writing_outside(key, base, lambda base=base: base.detach().clone())
             apart = None if since is None else (lambda s, t=t: elements_apart(self.early[s], t))
             later = state.writing(key, lambda i: state.inputs[i].detach().clone(), declared, since=since, apart=apart)
             if later:

@@ -229,7 +229,7 @@ class XlaForward(Forward):
         for t in targets:
             key = buffer_key(t)
             if key not in producer:
-                self.outside_write(key, lambda: t.clone())
+                self.outside_write(key, lambda t=t: t.clone())
 
     def on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         p = self.flow.alias(args, out)  # XLA views are new buffers: map them to their base

@@ -175,7 +175,7 @@ def _put_back(d: dict, before: dict, contents: dict[str, Any]) -> None:
     for k, c in contents.items():
         v = before[k]
         if type(v) is list:
-            if len(v) != len(c) or any(a is not b for a, b in zip(v, c)):
+            if len(v) != len(c) or any(a is not b for a, b in zip(v, c, strict=True)):
                 v[:] = c
         elif v.keys() != c.keys() or any(v[key] is not x for key, x in c.items()):
             v.clear()

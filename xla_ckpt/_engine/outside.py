@@ -162,7 +162,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         if views:
             watch.views[p] = tuple(views)
     packed_at: dict[Any, int] = {}
-    for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys)):
+    for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys, strict=True)):
         if d != EXTERNAL:
             continue
         k = base.get(k, k)

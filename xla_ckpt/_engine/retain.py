@@ -40,7 +40,7 @@ def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[
     except Exception as e:
         e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
         raise
-    for p, d in zip(free, check_plan(policy, view, decisions)):
+    for p, d in zip(free, check_plan(policy, view, decisions), strict=True):
         if d is RECOMPUTE:
             _demote(region, p)
         elif d is OFFLOAD:
@@ -202,7 +202,7 @@ def _kept_bytes(region: RegionState, lv: Any) -> int:
 
 def _prune_outputs(region: RegionState, read: set[Any]) -> None:
     """A cached multi-output op keeps only the outputs something reads (layer norm's statistics...)."""
-    for pos, (cached, versions) in list(region.cache.items()):
+    for pos, (cached, _versions) in list(region.cache.items()):
         if isinstance(cached, torch.Tensor) or not isinstance(cached, (tuple, list)):
             continue
         pruned = tuple(

@@ -334,7 +334,7 @@ class RegionState:
                 "recomputation starts from copies and cannot repeat the write on both. Pass the base tensor "
                 "once and take the view inside the function, or clone one of them before the checkpoint."
             )
-        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
+        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions, strict=True)):
             if t is not None and t._version != v:
                 raise CheckpointError(
                     f"input #{i} of the checkpointed function {self.name} (a tensor of shape "

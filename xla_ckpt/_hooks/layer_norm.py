@@ -48,7 +48,7 @@ class _LayerNormFunction(torch.autograd.Function):
         create_graph = torch.is_grad_enabled()
         with torch.enable_grad():
             out = F.layer_norm(saved[0], ctx.normalized_shape, saved[1], saved[2], ctx.eps)
-        wanted = [t for t, n in zip(saved, need) if n]
+        wanted = [t for t, n in zip(saved, need, strict=True) if n]
         found = iter(torch.autograd.grad(out, wanted, grad, create_graph=create_graph))
         return (*(next(found) if n else None for n in need), None, None)
 

@@ -240,7 +240,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     try:
         return bool(a == b)
     except Exception:  # objects without a usable == (compared by identity)
@@ -252,7 +252,7 @@ def describe_mismatch(forward: tuple, replay: tuple) -> Optional[str]:
     if forward == replay or _same(forward, replay):
         return None
     (fa, fk), (ra, rk) = forward, replay
-    for i, (f, r) in enumerate(zip(fa, ra)):
+    for i, (f, r) in enumerate(zip(fa, ra, strict=False)):  # unequal counts are reported after the shared ones
         if not _same(f, r):
             return f"argument {i}: forward {_show(f)}, recompute {_show(r)}"
     if len(fa) != len(ra):

@@ -22,7 +22,6 @@ reproduce (an in-place op aliasing a saved buffer) is left to the greedy plan.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
