@@ -77,7 +77,7 @@ def _same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
         )
         return "checkpoint error"
     assert ref.names == got.names, f"outputs differ: {ref.names} vs {got.names}"
-    for name, r, g in zip(ref.names, ref.values, got.values):
+    for name, r, g in zip(ref.names, ref.values, got.values, strict=True):
         if r is None:
             assert g is None, f"{name}: the plain run has no grad, the checkpointed one has"
             continue
@@ -273,7 +273,7 @@ def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
             assert isinstance(got.error, xla_ckpt.CheckpointError) and "share memory" in str(got.error), repr(got.error)
             return
         assert got.error is None, repr(got.error)
-        for r, g in zip(ref.values, got.values):
+        for r, g in zip(ref.values, got.values, strict=True):
             assert (r is None) == (g is None)
             if r is not None:
                 torch.testing.assert_close(g, r, equal_nan=True, **EXACT)  # NaN where the plain run has it

@@ -108,7 +108,7 @@ def _same(got: dict[str, Any], ref: dict[str, Any], tol: Optional[dict] = None) 
             assert g is None, f"{key}: expected no grad, got one"
             continue
         assert g is not None, f"{key} is None"
-        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r))):
+        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r), strict=True)):
             if isinstance(rr, str):
                 continue
             torch.testing.assert_close(gg, rr, **(tol or {}), msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")
@@ -534,5 +534,5 @@ def test_deep_copy_keeps_the_original(device, policy):
         _sync(device)
         runs[wrap] = ([out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
                       + [b.cpu() for b in model.buffers()] + [b.cpu() for b in original.buffers()])
-    for got, ref in zip(runs[policy], runs[None]):
+    for got, ref in zip(runs[policy], runs[None], strict=True):
         torch.testing.assert_close(got, ref)

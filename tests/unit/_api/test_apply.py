@@ -59,7 +59,7 @@ def test_decorator_forms(device, form):
             blk.__class__ = CBlock
     else:
         originals = [blk.forward for blk in model.layers]
-        for blk, fwd in zip(model.layers, originals):
+        for blk, fwd in zip(model.layers, originals, strict=True):
             blk.forward = xla_ckpt.checkpointed(policy="nothing_saveable")(fwd)
     got = _grads(model, idx)
     assert_same(ref, got)

@@ -113,7 +113,7 @@ def test_off_xla_the_layers_run_checkpointed_one_by_one():
             got = _grads(model, batch)
         kept[scan] = report.nbytes
         torch.testing.assert_close(got[0], ref[0])
-        for r, g in zip(ref[1], got[1]):
+        for r, g in zip(ref[1], got[1], strict=True):
             assert g is not None
             torch.testing.assert_close(g, r)
     assert kept[True] == kept[False]
