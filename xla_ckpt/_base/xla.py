@@ -107,7 +107,7 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     address: an address is reused once its storage is freed.
     Neither forces a graph execution or a device-to-host copy.
     """
-    if t.is_xla:
+    if t.is_xla:  # type: ignore[attr-defined]
         # The looked-up function itself, not a call to _tensor_id(): one Python call less per key
         # (about 1,500 keys per default-GPT step on XLA).
         return ("xla", (_TENSOR_ID or _tensor_id())(t))
@@ -166,13 +166,13 @@ def get_rng_state(device: torch.device) -> Any:
     """The RNG state of one XLA device (an integer seed in torch_xla)."""
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
-    return xm.get_rng_state(device)
+    return xm.get_rng_state(device)  # type: ignore[arg-type]  # annotated str; torch_xla str()s what it gets
 
 
 def set_rng_state(state: Any, device: torch.device) -> None:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
-    xm.set_rng_state(state, device)
+    xm.set_rng_state(state, device)  # type: ignore[arg-type]  # annotated str; torch_xla str()s what it gets
 
 
 def base_seed(device: torch.device) -> int:

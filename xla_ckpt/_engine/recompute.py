@@ -81,7 +81,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int],
             # what it saw in the forward (an ``nn.Parameter`` stays one; a detached alias would not).
             same.add(id(t))
             return t
-        base = region.backward.start(region.pristine[i]) if written else t
+        base = region.backward.start(region.pristine[i]) if written and i is not None else t
         d = base.detach()
         if fence is not None and _xla.is_xla(d):
             d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off

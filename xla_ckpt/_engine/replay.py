@@ -59,7 +59,7 @@ class ReplayMode(TorchDispatchMode):
         # base's (buffer, tensor), as the forward's dataflow maps them (``_ir.liveness``).
         self.bases: Optional[dict[Any, tuple[Any, torch.Tensor]]] = {} if region.outside.views else None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
         if self.busy:
@@ -103,7 +103,7 @@ class ReplayMode(TorchDispatchMode):
             )
         # A factory op on XLA: fn gets a functional tensor, as in forward (see _base.xla_state.lift).
         out = self._position(func, args, kwargs, rec, pos, reads)
-        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
+        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)  # type: ignore[attr-defined]
 
     def _recast(self, func: Any, args: tuple, kwargs: dict) -> bool:
         """Autocast casts a weight here that the forward found in autocast's cache, cast before the region.
@@ -260,7 +260,7 @@ XLA_VERIFY_TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), t
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    tol = XLA_VERIFY_TOL.get(a.dtype) if a.is_xla else None
+    tol = XLA_VERIFY_TOL.get(a.dtype) if a.is_xla else None  # type: ignore[attr-defined]
     a, b = a.detach().cpu(), b.detach().cpu()
     if tol is not None:
         return bool(torch.isclose(a, b, rtol=tol[0], atol=tol[1], equal_nan=True).all())

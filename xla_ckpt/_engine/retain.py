@@ -11,14 +11,15 @@ fewer bytes (``_promote``), and a multi-output op keeps only the outputs somethi
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, cast
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._ir.liveness import INPUT, Dataflow
-from xla_ckpt._policy.plan import RegionView, check_plan
+from xla_ckpt._policy.plan import Planner, RegionView, check_plan
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._ir.record import fn_name as _name, tensors
 from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
@@ -36,9 +37,10 @@ def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[
     free = [p for p in positions if p in region.cache]
     view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=region.device.retain.prunes)
     try:
-        decisions = policy.plan(view)
+        decisions = cast(Planner, policy).plan(view)  # the forward kept only planners' positions here
     except Exception as e:
-        e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
+        if sys.version_info >= (3, 11):  # no notes on Python 3.10: the error goes up as it is
+            e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
         raise
     for p, d in zip(free, check_plan(policy, view, decisions), strict=True):
         if d is RECOMPUTE:

@@ -124,7 +124,7 @@ def _own(hook: Any) -> bool:
     return any(hook is h for h in OWN_HOOKS)  # by identity: a user's hook object may be unhashable
 
 
-def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool, recompute: bool) -> None:
+def _guard(hooks: dict[int, Any], swapped: list, forward: bool, recompute: bool) -> None:
     for key, hook in hooks.items():
         if type(hook) in _WRAPPERS or _own(hook):
             continue

@@ -267,7 +267,7 @@ def settle_xla(task: int) -> None:
     outside backward) moved: the RNG state is then the plain run's, before and after the next sync. Called
     once per backward, at its end (``recompute``). Entries of other tasks are from a backward that raised."""
     for key in list(_MOVED):
-        dev = torch.device(key[0], key[1])
+        dev = torch.device(key[0], key[1])  # type: ignore[arg-type]  # index None: the type's default device
         with _lock_for(dev):
             moved = _MOVED.pop(key, None)
             if moved is None or moved.task != task:

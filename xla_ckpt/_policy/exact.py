@@ -142,7 +142,7 @@ class _Search:
         self.saved: list[int] = []
         self.best_saved: Optional[list[int]] = None
         self.nodes = 0
-        self.memo: dict[Any, list[tuple[int, int]]] = {}
+        self.memo: dict[Any, list[tuple[frozenset[int], int, int]]] = {}
         if self.prune:
             for k in view._packed_keys:
                 self.read[k] = self.read.get(k, 0) + 1
