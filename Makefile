@@ -24,11 +24,11 @@ VENV_NEWEST  ?= .venv-newest
 PY_NEWEST    := $(VENV_NEWEST)/bin/python
 STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
-.PHONY: bench bench-all bench-cpu bench-publish test test-all test-newest test-newest-all install clean
+.PHONY: bench bench-all bench-cpu bench-publish lint test test-all test-newest test-newest-all install clean
 
 $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision]'
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -70,6 +70,12 @@ bench-cpu: $(STAMP)
 bench-publish:
 	test -d $(BENCH_OUT) || { echo "nothing in $(BENCH_OUT)/: run make bench (or bench-all, bench-cpu) first"; exit 1; }
 	find $(BENCH_OUT) -maxdepth 1 \( -name '*.json' -o -name '*.png' \) -exec cp -v {} bench/results/ \;
+
+# The linter and the type checker (rules in pyproject.toml): ruff on the library, tests and benchmarks;
+# mypy on the library, reading torch's and torch_xla's types from this venv. CI runs it first.
+lint: $(STAMP)
+	$(PY) -m ruff check xla_ckpt tests bench
+	$(PY) -m mypy
 
 # Extra pytest arguments, e.g. PYTEST_ARGS="--durations=30". pytest exit 5 (nothing collected) fails
 # make like any other non-zero exit: a tier that selects nothing proves nothing.
