@@ -1,4 +1,5 @@
-"""Small Hugging Face models of 22 architectures (8 mixture-of-experts decoders), from their default configs (random init, nothing downloaded).
+"""Small Hugging Face models of 22 architectures (8 mixture-of-experts decoders), from their default configs
+(random init, nothing downloaded).
 
 For ``python -m xla_ckpt explain --model ARCH``, ``bench/memory.py --model ARCH`` and the tests. Only
 sizes are set; everything else, ``use_cache=True`` and dropout included, is the config class's

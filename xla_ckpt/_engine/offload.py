@@ -159,8 +159,8 @@ def _tier(device: torch.device) -> Optional[_Tier]:
         hardware = _xla.hardware_type(device)
         if hardware != "CPU" or _local.annotate_xla_cpu:
             return _XLA
-        warn_once(("offload", "xla-cpu"), "Decision.OFFLOAD on XLA:CPU: one memory space, and XLA:CPU cannot compile torch_xla's "
-                  "placement annotation; offloaded values are kept on the device (as SAVE) there.")
+        warn_once(("offload", "xla-cpu"), "Decision.OFFLOAD on XLA:CPU: one memory space, and XLA:CPU cannot "
+                  "compile torch_xla's placement annotation; offloaded values are kept on the device (as SAVE) there.")
         return None
     warn_once(("offload", device.type), f"Decision.OFFLOAD: no host tier for {device.type} tensors; they are kept on "
               "the device (as SAVE).")

@@ -280,7 +280,10 @@ def check_view_read(key: Any, base: torch.Tensor, expected: Any, read: ViewRead,
 
 
 def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, module: str, pos: int) -> None:
-    """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward`` (buffer ``expected``)."""
+    """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward``.
+
+    ``expected``: the buffer the forward read.
+    """
     if buffer_key(t) == expected:
         return
     # Another tensor: fine if it holds the same values (a constant fn makes afresh each call).

@@ -210,7 +210,8 @@ class ReplayMode(TorchDispatchMode):
 
     def _saved(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int) -> Any:
         cached = self.region.cached(pos, func, rec)
-        if self.verify and ((rec.draw is not None and not rec.draw.lost) or not rec.info.random):  # from the forward's state
+        # Compared only where the recompute starts from the forward's state (its draws replayed, or none).
+        if self.verify and ((rec.draw is not None and not rec.draw.lost) or not rec.info.random):
             _compare(self._run(func, args, kwargs, rec), cached, func, rec, pos)
         if self.fence is None:
             return cached

@@ -32,10 +32,12 @@ __all__ = ["plan", "keep_only_live", "liveness_off", "EagerRetain", "XlaRetain"]
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
 
-def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
+def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]],
+         flow: Dataflow) -> None:
     """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
     free = [p for p in positions if p in region.cache]
-    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=region.device.retain.prunes)
+    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys,
+                      prune=region.device.retain.prunes)
     try:
         decisions = cast(Planner, policy).plan(view)  # the forward kept only planners' positions here
     except Exception as e:

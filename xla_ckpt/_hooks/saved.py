@@ -18,8 +18,8 @@ import torch.utils.checkpoint
 
 from xla_ckpt._hooks.params import ParamSource, param_source
 
-__all__ = ["weights_by_reference", "hooks_for", "user_hooks", "user_pair", "state", "Packed", "forward_of", "outside_region", "recomputing",
-           "ledger"]
+__all__ = ["weights_by_reference", "hooks_for", "user_hooks", "user_pair", "state", "Packed", "forward_of",
+           "outside_region", "recomputing", "ledger"]
 
 
 class Packed:

@@ -13,7 +13,8 @@ from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._base import xla as _xla
 
-__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision", "check_names"]
+__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision",
+           "check_names"]
 
 
 class Decision(enum.Enum):

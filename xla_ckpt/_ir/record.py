@@ -19,8 +19,8 @@ from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._ir.opcall import Decision
 
 __all__ = [
-    "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
-    "written", "out_meta", "LEAF_TYPES", "fn_name",
+    "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch",
+    "Record", "tensors", "written", "out_meta", "LEAF_TYPES", "fn_name",
 ]
 
 aten = torch.ops.aten
@@ -118,8 +118,8 @@ _INFO: dict[Any, OpInfo] = {}
 # torch.compile). Argument name -> the value with which the op draws nothing, any one of them being
 # enough. Measured on torch 2.9's CPU generator (its state before and after the call); CUDA's
 # attention kernels (flash, efficient, cudnn) are expected to take a Philox offset only at dropout_p > 0,
-# not measured on a GPU here (tests/integration/compile/test_compiled_random.py measures the CPU). Not listed: they draw even
-# then: native_dropout(p=0, train=True) (its mask is bernoulli_(1 - p), which draws) and bernoulli
+# not measured on a GPU here (tests/integration/compile/test_compiled_random.py measures the CPU). Not listed:
+# they draw even then: native_dropout(p=0, train=True) (its mask is bernoulli_(1 - p), which draws) and bernoulli
 # at p=0 or 1 (one uniform per element): treated as random, their draws are replayed exactly.
 _QUIET_WHEN: dict[str, dict[str, Any]] = {
     "native_dropout": {"train": False},

@@ -1,4 +1,7 @@
-"""State a recomputation must reproduce or depend on: random draws and (XLA) the gradient fence (autocast: ``autocast.py``)."""
+"""State a recomputation must reproduce or depend on: random draws and (XLA) the gradient fence.
+
+Autocast state: ``autocast.py``.
+"""
 
 from __future__ import annotations
 
@@ -283,7 +286,8 @@ def settle_xla(task: int) -> None:
             with _compat.without_callers_modes():
                 _xla.advance_rng(dev, n)
             if _get(dev) != now and not synced:
-                raise CheckpointError(f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
+                raise CheckpointError(
+                    f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
 
 
 class Fence:
