@@ -1,6 +1,6 @@
 """xla_ckpt: selective activation checkpointing for PyTorch/XLA and eager PyTorch."""
 
-from xla_ckpt._base.version import __version__
+from xla_ckpt._base.version import __version__ as __version__
 from xla_ckpt import policies
 from xla_ckpt._api.apply import ApplyReport, Wrapped, apply
 from xla_ckpt._api.blocks import find_blocks

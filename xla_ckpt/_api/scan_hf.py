@@ -1,10 +1,10 @@
 """``apply(..., scan=True)``: find a Hugging Face decoder stack, check its layers can be scanned, install.
 
 Found: ``model.model.layers`` (a causal LM: Llama, Mistral, Qwen2/Qwen3, Phi-3, Gemma) or
-``model.layers`` (the base model); GPT-2-style ``model.transformer.h`` or ``model.h``. Scanned: layers of one class whose parameters, buffers and
-configuration attributes are equal (``layer_idx`` aside); where they differ (Gemma 2/3's sliding and
-global layers, ``config.layer_types`` not all equal) the error names the attribute. Everything is
-checked before the model changes; the call-time side is :mod:`xla_ckpt._api.scan_stack`.
+``model.layers`` (the base model); GPT-2-style ``model.transformer.h`` or ``model.h``. Scanned: layers of
+one class whose parameters, buffers and configuration attributes are equal (``layer_idx`` aside); where they
+differ (Gemma 2/3's sliding and global layers, ``config.layer_types`` not all equal) the error names the
+attribute. Everything is checked before the model changes; the call-time side is :mod:`xla_ckpt._api.scan_stack`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def check_scannable(model: nn.Module, name: str, layers: nn.ModuleList) -> None:
         for k, m in layer.named_modules():
             kind, conf = subs0.get(k, (None, None))
             where = f"{name}[{i}].{k}" if k else f"{name}[{i}]"
-            if kind is not type(m):
+            if kind is not type(m) or conf is None:  # conf is None only where kind is
                 raise ValueError(f"xla_ckpt.apply(scan=True): {where} is {type(m).__name__}, not as in {name}[0]; "
                                  "a scan runs one layer structure. Apply without scan.")
             mine = _config_of(m)
@@ -95,8 +95,8 @@ def install(model: nn.Module, name: str, owner: nn.Module, layers: nn.ModuleList
     """Give each layer its scanned ``forward`` and the owner its start/finish hooks; returns the stack."""
     stack = ScanStack(owner, name, list(layers), policy, fallback)
     for i, layer in enumerate(layers):
-        layer.forward = ScanForward(stack, i)  # type: ignore[method-assign]
-    stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),  # type: ignore[attr-defined]
+        layer.forward = ScanForward(stack, i)
+    stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),
                      owner.register_forward_hook(stack.finish, with_kwargs=True)]
     model.__dict__[_STACK] = stack
     return stack

@@ -37,7 +37,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return a is b
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
@@ -56,8 +56,9 @@ class ScanStack:
         self.layers = layers
         self.policy = policy  # a per-op policy (everything_saveable for no checkpointing)
         self.fallback = fallback  # per layer: how it runs off XLA (a checkpointed forward or the plain one)
-        self.pending: Optional[tuple[torch.Tensor, tuple, dict, int]] = None  # (input, args, kwargs, last index)
+        self.pending: Optional[tuple[Any, tuple, dict, int]] = None  # (input, args, kwargs, last index)
         self.in_body = False
+        self.handles: list[Any] = []  # the owner's start and finish hooks (``scan_hf.install``)
         self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
         self.cache = _hf.cache_plan(type(layers[0]).forward)
 
@@ -182,7 +183,7 @@ class ScanStack:
         def body(carry: torch.Tensor, x: Any) -> tuple[torch.Tensor, None]:
             p, b, c = x
             vals = list(flat)
-            for i, t in zip(where, c):
+            for i, t in zip(where, c, strict=True):
                 vals[i] = t
             a, kw = tree_unflatten(vals, spec)
             self.in_body = True
