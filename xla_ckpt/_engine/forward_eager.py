@@ -7,6 +7,7 @@ is held as a detached alias until the forward ends (``retain`` may keep it as a 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional, cast
 
 import torch
@@ -21,6 +22,11 @@ from xla_ckpt._ir.record import OpInfo, tensors, written
 from xla_ckpt._ir.spec import spec_of
 
 __all__ = ["EagerForward"]
+
+
+def _detached_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t``'s value, below autograd (its version counter is its own)."""
+    return t.detach().clone()
 
 
 class EagerForward(Forward):
@@ -91,7 +97,7 @@ class EagerForward(Forward):
                 # The tensor itself: a detached alias made here (below autograd) has a version
                 # counter of its own, and the replay must leave the caller's unchanged.
                 base = t if t._base is None else t._base
-                state.writing_outside(key, base, base.detach().clone)
+                state.writing_outside(key, base, functools.partial(_detached_copy, base))
             apart = None if since is None else (lambda s, t=t: elements_apart(self.early[s], t))
             # An input fn writes is one it was given: present (None marks inputs backward skips, set later).
             later = state.writing(key, lambda i: cast(torch.Tensor, state.inputs[i]).detach().clone(), declared,
