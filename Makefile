@@ -3,6 +3,7 @@
 # (every test and the big fuzz on torch 2.9 + torch_xla, then the fast and compiled tests on the newest
 # torch: what .ci/run calls).
 # `make test-newest`: the library's tests on the newest torch pip offers here (no torch_xla for it).
+# `make lint`: ruff and mypy (rules in pyproject.toml), the first step of CI.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
