@@ -3,6 +3,7 @@
 # (every test and the big fuzz on torch 2.9 + torch_xla, then the fast and compiled tests on the newest
 # torch: what .ci/run calls).
 # `make test-newest`: the library's tests on the newest torch pip offers here (no torch_xla for it).
+# `make lint`: ruff and mypy (rules in pyproject.toml), the first step of CI.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -24,11 +25,11 @@ VENV_NEWEST  ?= .venv-newest
 PY_NEWEST    := $(VENV_NEWEST)/bin/python
 STAMP_NEWEST := $(VENV_NEWEST)/.installed-torch-$(NEWEST_TORCH)
 
-.PHONY: bench bench-all bench-cpu bench-publish test test-all test-newest test-newest-all install clean
+.PHONY: bench bench-all bench-cpu bench-publish lint test test-all test-newest test-newest-all install clean
 
 $(STAMP): pyproject.toml xla_ckpt/_base/version.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision]'
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[xla,test,bench,vision,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -86,6 +87,12 @@ bench-cpu: $(STAMP)
 bench-publish:
 	test -d $(BENCH_OUT) || { echo "nothing in $(BENCH_OUT)/: run make bench (or bench-all, bench-cpu) first"; exit 1; }
 	find $(BENCH_OUT) -maxdepth 1 \( -name '*.json' -o -name '*.png' \) -exec cp -v {} bench/results/ \;
+
+# The linter and the type checker (rules in pyproject.toml): ruff on the library, tests and benchmarks;
+# mypy on the library, reading torch's and torch_xla's types from this venv. CI runs it first.
+lint: $(STAMP)
+	$(PY) -m ruff check xla_ckpt tests bench
+	$(PY) -m mypy
 
 # Extra pytest arguments, e.g. PYTEST_ARGS="--durations=30". pytest exit 5 (nothing collected) fails
 # make like any other non-zero exit: a tier that selects nothing proves nothing.

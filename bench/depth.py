@@ -92,9 +92,9 @@ def _memory(a: argparse.Namespace, tmp: str) -> dict[tuple[int, str], dict[str, 
 def _slopes(samples: dict[int, list[float]], depths: list[int]) -> dict[str, float]:
     """Median over rounds of the per-layer slope between consecutive depths, keyed 'L1-L2'."""
     out = {}
-    for d1, d2 in zip(depths, depths[1:]):
+    for d1, d2 in zip(depths, depths[1:], strict=False):
         if d1 in samples and d2 in samples:
-            per_round = [(b - c) / (d2 - d1) for b, c in zip(samples[d2], samples[d1])]
+            per_round = [(b - c) / (d2 - d1) for b, c in zip(samples[d2], samples[d1], strict=True)]
             out[f"{d1}-{d2}"] = statistics.median(per_round)
     return out
 

@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         if not comp[-1]["error"] and os.path.exists(stem + ".pt"):
             grads[name] = torch.load(stem + ".pt")
     drop = dropout.measure(a.dropout, model, tmp, _run_variant) if a.dropout else []  # the GPT with dropout
-    ok = [(n, c) for (n, c), r in zip(variants + comp_variants, results + comp) if not r.get("error")]
+    ok = [(n, c) for (n, c), r in zip(variants + comp_variants, results + comp, strict=True) if not r.get("error")]
     entries = [{"name": n, "variant": n, "config": c, "model": model} for n, c in ok]
     entries += dropout.timing_entries(drop, model)
     print(f"interleaved timing: {len(entries)} variants, {a.rounds} rounds, one process", file=sys.stderr)

@@ -94,7 +94,7 @@ def plot(results: list[dict[str, Any]], key: str, path: str, title: str,
               ("time_ratio", "step time relative to no checkpointing (1.0 = same time)", 1.0)]
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.6))
     handles: dict[str, Any] = {}
-    for ax, (xkey, xlabel, scale) in zip(axes, panels):
+    for ax, (xkey, xlabel, scale) in zip(axes, panels, strict=True):
         pts = [(scale * r.get(xkey, 0.0), r[key] / 2**20, r["variant"]) for r in ok if r.get(xkey) is not None]
         budget = sorted((p for p in pts if "budget=" in p[2]), key=lambda p: p[1])  # by memory
         others = [p for p in pts if "budget=" not in p[2]]

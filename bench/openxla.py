@@ -148,7 +148,10 @@ def table(peaks: list[dict[str, Any]], timed: dict[str, Any]) -> list[str]:
         lazy = by.get((f"lazy:{p['variant']}", True), {}).get("peak")
         t = timed.get("entries", {}).get(f"openxla:{p['variant']}", {}) if p.get("fence", True) else {}
         vs_lazy = f"{p['peak'] / lazy:.2f}x" if lazy else "-"
-        ratio = (lambda key: f"{t[key]['median']:.2f} [{t[key]['p25']:.2f}, {t[key]['p75']:.2f}]" if key in t else "-")
+
+        def ratio(key: str, t: dict = t) -> str:
+            return f"{t[key]['median']:.2f} [{t[key]['p25']:.2f}, {t[key]['p75']:.2f}]" if key in t else "-"
+
         rows.append(
             f"| {p['variant']} | {p.get('fence', True)} | {p['peak'] / 2**20:.1f} ({(p.get('forward_peak') or 0) / 2**20:.1f} / "
             f"{(p.get('backward_peak') or 0) / 2**20:.1f}) | {p['peak'] / none:.2f}x | "

@@ -54,7 +54,7 @@ def per_round_ratios(samples: list[float], reference: list[float]) -> list[float
     """Each round's sample over the reference entry's sample of the same round."""
     if len(samples) != len(reference):
         raise ValueError(f"{len(samples)} samples vs {len(reference)} reference samples: rounds must match")
-    return [a / b for a, b in zip(samples, reference)]
+    return [a / b for a, b in zip(samples, reference, strict=True)]
 
 
 def launch(spec: dict[str, Any], timeout: float = 3600) -> dict[str, Any]:
@@ -181,7 +181,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             base, idx_cpu = bases[key]
             model, run_fn = _build(e, base, device)
             idx = idx_cpu.to(device)
-            loss_fn = (lambda mdl=run_fn, x=idx, k=e["model"]["model"]: _loss(mdl, x, k))
+
+            def loss_fn(mdl=run_fn, x=idx, k=e["model"]["model"]):
+                return _loss(mdl, x, k)
+
             t0 = time.perf_counter()
             step(model, loss_fn)
             res["first_step_s"] = time.perf_counter() - t0

@@ -33,7 +33,6 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import xla_ckpt  # noqa: E402
-from xla_ckpt._engine import recompute as _recompute  # noqa: E402
 from xla_ckpt._engine import region as _region  # noqa: E402
 from xla_ckpt.models import GPT, GPTConfig  # noqa: E402
 
@@ -130,8 +129,10 @@ def main() -> None:
                 acc.clear()
                 gc.collect()
                 f, b = step(models[v])
-                fw.append(f); bw.append(b)
-                ends.append(acc.get("end_forward", 0.0)); recs.append(acc.get("recompute", 0.0))
+                fw.append(f)
+                bw.append(b)
+                ends.append(acc.get("end_forward", 0.0))
+                recs.append(acc.get("recompute", 0.0))
             med = [statistics.median(x) * 1e3 for x in (fw, ends, bw, recs)]
             print(f"{v:20s} {med[0]:8.2f} {med[1]:8.2f} {med[2]:8.2f} {med[3]:9.2f}")
     finally:
@@ -146,7 +147,7 @@ def main() -> None:
             host[n].append(sum(step(models[n], runs.get(n))))
     print(f"\n{'variant':20s} {'host ms':>8s}  x none [p25, p75]   (load {os.getloadavg()[0]:.1f})")
     for n in names:
-        r = sorted(x / y for x, y in zip(host[n], host["none"]))
+        r = sorted(x / y for x, y in zip(host[n], host["none"], strict=True))
         print(f"{n:20s} {statistics.median(host[n]) * 1e3:8.2f}  {statistics.median(r):.2f} "
               f"[{r[len(r) // 4]:.2f}, {r[3 * len(r) // 4]:.2f}]")
 

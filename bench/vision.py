@@ -164,7 +164,7 @@ def compare(ref: tuple, got: tuple, buffers: bool = True) -> float:
     worst = 0.0
     torch.testing.assert_close(got[0], ref[0])
     assert len(ref[1]) == len(got[1]), (len(ref[1]), len(got[1]))
-    for (n, a), (m, b) in zip([*ref[1], *(ref[2] if buffers else [])], [*got[1], *(got[2] if buffers else [])]):
+    for (n, a), (m, b) in zip([*ref[1], *(ref[2] if buffers else [])], [*got[1], *(got[2] if buffers else [])], strict=True):
         assert n == m, (n, m)
         torch.testing.assert_close(b, a, msg=lambda s, n=n: f"{n}: {s}")
         if a.is_floating_point():
@@ -191,7 +191,7 @@ def row(name: str, device: torch.device, presets: tuple[str, ...] = PRESETS, own
         model, b = on(device, copy.deepcopy(base), batch)
         own_checkpointing(name, model)
         got = step(model, b, loss_fn, device)
-        same = all(torch.equal(a, b) for (_, a), (_, b) in zip(ref[2], got[2]))
+        same = all(torch.equal(a, b) for (_, a), (_, b) in zip(ref[2], got[2], strict=True))
         cells["own"] = f"{compare(ref, got, buffers=False):.1e} / x{got[3] / ref[3]:.2f}" + (
             "" if same else " (buffers differ)")
         if name.startswith("timm"):

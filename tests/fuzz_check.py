@@ -69,7 +69,7 @@ def same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
         )
         return "checkpoint error"
     assert ref.names == got.names, f"outputs differ: {ref.names} vs {got.names}"
-    for name, r, g in zip(ref.names, ref.values, got.values):
+    for name, r, g in zip(ref.names, ref.values, got.values, strict=True):
         if r is None:
             assert g is None, f"{name}: the plain run has no grad, the checkpointed one has"
             continue

@@ -503,10 +503,10 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 if not fresh[-1]:
                     continue
                 t = pool[-1]
-                [lambda: t.mul_(0.5), lambda: t.add_(1.0), lambda: t.sigmoid_(), lambda: t.clamp_(-1, 1),
+                [lambda u: u.mul_(0.5), lambda u: u.add_(1.0), lambda u: u.sigmoid_(), lambda u: u.clamp_(-1, 1),
                  # written through views XLA sees as view_as_complex_copy and unfold_copy
-                 lambda: torch.view_as_complex(t.reshape(N, N // 2, 2)).mul_(1j),
-                 lambda: t.unfold(1, 2, 2).add_(1.0)][s.variant]()
+                 lambda u: torch.view_as_complex(u.reshape(N, N // 2, 2)).mul_(1j),
+                 lambda u: u.unfold(1, 2, 2).add_(1.0)][s.variant](t)
                 continue
             elif k == "bypass":
                 if x[0].device.type == "xla" and x[0].is_floating_point():
@@ -534,7 +534,9 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
             elif k == "index":
                 idx = torch.tensor(INDEX, device=x[0].device)
                 rows = idx if ids is None else ids  # the region's int64 input (issue 28)
-                y = [lambda t: t.index_select(0, idx), lambda t: t.gather(1, idx.expand(N, N)), lambda t: t[rows]][s.variant](x[0])
+                pick = [lambda t, i, r: t.index_select(0, i), lambda t, i, r: t.gather(1, i.expand(N, N)),
+                        lambda t, i, r: t[r]]
+                y = pick[s.variant](x[0], idx, rows)
             elif k == "tag_last":
                 xla_ckpt.tag(pool[-1], NAMES[s.variant])
                 continue
@@ -719,7 +721,7 @@ def _fresh_chain(seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
     perms = [_PERMS[digit(6)] for _ in range(2)]
 
     def chain(t: torch.Tensor) -> torch.Tensor:
-        for op, perm in zip(ops3, perms):
+        for op, perm in zip(ops3, perms, strict=True):
             if op == 0:
                 t = t.permute(perm)
             elif op == 1:
@@ -901,7 +903,7 @@ def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
     elif kind in ("grad", "create_graph"):
         grads = torch.autograd.grad(loss, leaves, allow_unused=True, create_graph=kind == "create_graph")
         if kind == "grad":
-            for t, g in zip(leaves, grads):
+            for t, g in zip(leaves, grads, strict=True):
                 t.grad = g
             return
         norm = sum((g.float().square().sum() for g in grads if g is not None and g.requires_grad),

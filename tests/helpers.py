@@ -33,7 +33,7 @@ def grads_of(
     outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
     gen = torch.Generator().manual_seed(seed)
     cot = [torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.device, o.dtype) for o in outs]
-    diff = [(o, c) for o, c in zip(outs, cot) if o.requires_grad]
+    diff = [(o, c) for o, c in zip(outs, cot, strict=True) if o.requires_grad]
     torch.autograd.backward([o for o, _ in diff], [c for _, c in diff])
     grads = [t.grad for t in list(inputs) + list(params)]
     if any(o.device.type == "xla" for o in outs):
@@ -71,10 +71,10 @@ def assert_same(
     ref_out, ref_g = ref
     got_out, got_g = got
     assert len(ref_out) == len(got_out)
-    for i, (r, g) in enumerate(zip(ref_out, got_out)):
+    for i, (r, g) in enumerate(zip(ref_out, got_out, strict=True)):
         torch.testing.assert_close(g.cpu(), r.cpu(), msg=lambda m, i=i: f"output {i}: {m}", **tol)
     assert len(ref_g) == len(got_g)
-    for i, (r, g) in enumerate(zip(ref_g, got_g)):
+    for i, (r, g) in enumerate(zip(ref_g, got_g, strict=True)):
         label = names[i] if names else f"grad {i}"
         if r is None:
             assert g is None, f"{label}: expected no grad, got one"

@@ -90,7 +90,7 @@ def _same(got: dict[str, Any], ref: dict[str, Any], tol: Optional[dict] = None) 
             assert g is None, f"{key}: expected no grad, got one"
             continue
         assert g is not None, f"{key} is None"
-        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r))):
+        for i, (gg, rr) in enumerate(zip(tree_leaves(g), tree_leaves(r), strict=True)):
             if isinstance(rr, str):
                 continue
             torch.testing.assert_close(gg, rr, **(tol or {}), msg=lambda m, key=key, i=i: f"{key} [{i}]: {m}")

@@ -56,7 +56,7 @@ class Pair(torch.Tensor):
         if isinstance(out_a, torch.Tensor):
             out: Any = Pair(out_a, out_b)
         elif isinstance(out_a, (tuple, list)):
-            out = type(out_a)(Pair(x, y) if isinstance(x, torch.Tensor) else x for x, y in zip(out_a, out_b))
+            out = type(out_a)(Pair(x, y) if isinstance(x, torch.Tensor) else x for x, y in zip(out_a, out_b, strict=True))
         else:
             out = out_a
         return return_and_correct_aliasing(func, args, kwargs, out)

@@ -3,7 +3,7 @@
 import importlib
 from typing import Any
 
-from xla_ckpt._base.version import __version__
+from xla_ckpt._base.version import __version__ as __version__
 from xla_ckpt import policies
 from xla_ckpt._api.apply import ApplyReport, Wrapped, apply
 from xla_ckpt._api.blocks import find_blocks

@@ -1,4 +1,5 @@
-"""Small Hugging Face models of 22 architectures (8 mixture-of-experts decoders), from their default configs (random init, nothing downloaded).
+"""Small Hugging Face models of 22 architectures (8 mixture-of-experts decoders), from their default configs
+(random init, nothing downloaded).
 
 For ``python -m xla_ckpt explain --model ARCH``, ``bench/memory.py --model ARCH`` and the tests. Only
 sizes are set; everything else, ``use_cache=True`` and dropout included, is the config class's
@@ -11,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Optional
 
@@ -80,10 +82,10 @@ ARCHS: dict[str, tuple[str, str, Callable[..., dict[str, Any]], str]] = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", _decoder, "causal"),
     "mistral": ("MistralConfig", "MistralForCausalLM", _decoder, "causal"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", _decoder, "causal"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
-    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
-    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", lambda *a: _decoder(*a, head_dim=True), "causal"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", functools.partial(_decoder, head_dim=True), "causal"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", functools.partial(_decoder, head_dim=True), "causal"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", functools.partial(_decoder, head_dim=True), "causal"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", functools.partial(_decoder, head_dim=True), "causal"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", _decoder, "causal"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", _gpt2, "causal"),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _encoder, "causal"),
@@ -119,8 +121,9 @@ def _fix_tokens(model: nn.Module, vocab_size: int) -> nn.Module:
 def to_device(model: nn.Module, device: Any) -> nn.Module:
     """``model.to(device)`` with tied weights tied again (moving to XLA unties them: T5, Gemma, GPT-2, BERT)."""
     model = model.to(device)
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
+    tie = getattr(model, "tie_weights", None)
+    if tie is not None:
+        tie()
     return model
 
 
@@ -187,7 +190,7 @@ def batch(arch: str, model: nn.Module, batch: int = 2, seq_len: int = 16, vocab_
     kind = ARCHS[arch][3] if arch in ARCHS else "causal"
     g = torch.Generator().manual_seed(seed)
     if kind == "image":
-        cfg = model.config
+        cfg: Any = model.config
         out = {"pixel_values": torch.randn(batch, cfg.num_channels, cfg.image_size, cfg.image_size, generator=g),
                "labels": torch.randint(0, cfg.num_labels, (batch,), generator=g)}
     else:

@@ -113,7 +113,7 @@ def llama_hf(
     """
     from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
 
-    cfg = LlamaConfig(
+    cfg = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation: a PretrainedConfig keyword
         vocab_size=vocab_size,
         hidden_size=d_model,
         intermediate_size=4 * d_model,

@@ -26,7 +26,8 @@ from xla_ckpt._policy.builtin import (
 )
 from xla_ckpt._policy.combine import all_of, any_of, from_torch
 from xla_ckpt._policy.offload import offload, save_and_offload_only_these_names
-from xla_ckpt._policy.registry import _REGISTRY, get, names, register, resolve, suggest
+from xla_ckpt._policy.registry import _REGISTRY as _REGISTRY  # tests register throwaway presets in it
+from xla_ckpt._policy.registry import get, names, register, resolve, suggest
 
 __all__ = [
     "everything_saveable",

@@ -209,7 +209,7 @@ def test_fuzz_verify_mode_passes_deterministic_programs(steps, name):
             assert isinstance(got.error, xla_ckpt.CheckpointError) and "share memory" in str(got.error), repr(got.error)
             return
         assert got.error is None, repr(got.error)
-        for r, g in zip(ref.values, got.values):
+        for r, g in zip(ref.values, got.values, strict=True):
             assert (r is None) == (g is None)
             if r is not None:
                 torch.testing.assert_close(g, r, equal_nan=True, **EXACT)  # NaN where the plain run has it

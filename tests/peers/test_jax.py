@@ -44,6 +44,7 @@ from xla_ckpt import policies
 
 aten = torch.ops.aten
 pol = policies
+_DT = 1 / math.sqrt(2)  # test_remat_nontrivial_env's time step
 
 
 def _grad(fn, *xs):
@@ -208,7 +209,7 @@ def test_remat_nontrivial_env():
         u_t = u_t + u_tt * dt
         return (u, u_t)
 
-    def loss(u0, remat, steps=4, dt=1 / math.sqrt(2), c=1.0):
+    def loss(u0, remat, steps=4, dt=_DT, c=1.0):
         state = (u0, torch.zeros_like(u0))
         for _ in range(steps):
             state = xla_ckpt.checkpoint(foo, state, dt, c=c) if remat else foo(state, dt, c)
@@ -232,7 +233,7 @@ def test_remat_jit3(device, policy):
     got = _grad(lambda w, x: xla_ckpt.checkpoint(f, w, x, policy=policy), w, x)
     ref = _grad(f, w, x)
     sync(device)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         _close(a, b)
 
 
@@ -390,7 +391,7 @@ def test_einsum_visible_on_xla(xla_device):
     n_plain, plain = run(False)
     n_visible, visible = run(True)
     assert (n_plain, n_visible) == (0, 1)
-    for p, v in zip(plain, visible):
+    for p, v in zip(plain, visible, strict=True):
         _close(v, p)
 
 

@@ -164,7 +164,7 @@ def test_checkpointing_without_reentrant_arbitrary_input_output():
     torch.testing.assert_close(out_ckpt, out_plain)
     out_plain.backward()
     out_ckpt.backward()
-    for p1, p2 in zip(plain.parameters(), ckpt.parameters()):
+    for p1, p2 in zip(plain.parameters(), ckpt.parameters(), strict=True):
         assert p2.grad is not None
         torch.testing.assert_close(p2.grad, p1.grad)
 
@@ -227,7 +227,7 @@ def test_checkpointing_non_reentrant_autocast_cpu():
         out.sum().backward()
         return out, x.grad, y.grad
 
-    for r, g in zip(run(foo), run(c(foo, "dots_saveable"))):
+    for r, g in zip(run(foo), run(c(foo, "dots_saveable")), strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -764,7 +764,7 @@ def test_checkpoint_rng_cpu(device):
         inp = torch.randn(2000).to(device).requires_grad_()
         phase1, phase2 = nn.Dropout(), nn.Dropout()
 
-        def run(ckpt):
+        def run(ckpt, inp=inp, phase1=phase1, phase2=phase2):
             inp.grad = None
             torch.manual_seed(7)
             if device.type == "xla":
@@ -1114,6 +1114,6 @@ def test_autocast_flash_attention():
 
     _, ref = run(fn)
     cnt, got = run(c(fn, "dots_saveable"))
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r)
     assert cnt.count(*[p for p in policies.DOT_OPS if "attention" in str(p)]) == 0

@@ -85,7 +85,7 @@ def main() -> None:
             hlo = open(os.path.join(dump, top.replace("-buffer-assignment.txt", ".txt"))).read()
             peaks_by_hash[graph.hex()] = (peaks[top], hlo.count(full_shape + "{"), hlo.count(" dot("))
         peak, full, dots = peaks_by_hash[graph.hex()]
-        diff = max(float((a.cpu() - r).abs().max()) for a, r in zip(grads, ref))
+        diff = max(float((a.cpu() - r).abs().max()) for a, r in zip(grads, ref, strict=True))
         results[variant] = {"peak": peak, "full_shape_values": full, "dots": dots, "max_abs_diff": diff}
     print(json.dumps({"devices": n, "full_shape": full_shape, "results": results}))
 

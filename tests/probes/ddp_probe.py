@@ -160,7 +160,7 @@ def worker(rank: int, port: int, out_dir: str, models: list[str], variants: list
                     plain = results[(model_name, variant, "none")]["saved_bytes"]
                     # the policy did something: each forward kept fewer bytes than the plain one
                     assert rec["wrapped"], (model_name, variant, preset, "apply wrapped nothing")
-                    assert all(c < p for c, p in zip(rec["saved_bytes"], plain)), (
+                    assert all(c < p for c, p in zip(rec["saved_bytes"], plain, strict=True)), (
                         model_name, variant, preset, rec["saved_bytes"], plain)
                 results[(model_name, variant, preset)] = rec
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))

@@ -51,7 +51,7 @@ def worker(rank: int, policy: str, port: int, out: str) -> None:
     freed = all(w.untyped_storage().nbytes() == 0 for w in used)
     y.square().sum().backward()
     diffs = []
-    for p, r in zip(model.parameters(), ref.parameters()):
+    for p, r in zip(model.parameters(), ref.parameters(), strict=True):
         full = p.grad.full_tensor() * WORLD  # FSDP2 averages gradients over ranks
         diffs.append(float((full - r.grad).abs().max()))
     if rank == 0:

@@ -114,7 +114,7 @@ def main() -> None:
         torch_xla.sync()
         params = [p.detach().cpu() for p in model.parameters()]
         return {"losses": [float(x.cpu()) for x in t.losses], "params": params, "peak": new_peak(),
-                "moved": sum(not torch.equal(p, q) for p, q in zip(params, init)), "n_params": len(params)}
+                "moved": sum(not torch.equal(p, q) for p, q in zip(params, init, strict=True)), "n_params": len(params)}
 
     def mismatch(got: list, want: list) -> str | None:
         """None if every tensor equals the reference's (``assert_close``, default tolerances), else why."""

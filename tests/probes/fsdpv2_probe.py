@@ -57,7 +57,7 @@ def main() -> None:
         y = model(x)
     y.square().sum().backward()
     torch_xla.sync()
-    diffs = [float((p.grad.cpu() - r.grad).abs().max()) for p, r in zip(model.parameters(), ref.parameters())]
+    diffs = [float((p.grad.cpu() - r.grad).abs().max()) for p, r in zip(model.parameters(), ref.parameters(), strict=True)]
     peaks = xla_ckpt._base.xla_dump.compiled_peaks(dump)
     name = max(peaks, key=peaks.get)
     hlo = open(os.path.join(dump, name.replace("-buffer-assignment.txt", ".txt"))).read()

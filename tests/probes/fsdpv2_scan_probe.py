@@ -88,7 +88,7 @@ def main() -> None:
             torch.testing.assert_close(g, r)
     except AssertionError as e:
         mismatch = str(e)[:400]
-    diff = max(float((g - r).abs().max()) for g, r in zip(got["grads"], ref["grads"]) if g is not None)
+    diff = max(float((g - r).abs().max()) for g, r in zip(got["grads"], ref["grads"], strict=True) if g is not None)
     out = {"devices": n, "scan": "ran", "mismatch": mismatch, "max_grad_diff": diff, "loss": float(got["loss"]),
            **{f"{k}": {"scan": got[k], "unscanned": ref[k]} for k in ("whiles", "shardings", "sharded_params")},
            "n_params": got["n_params"], "per_layer": per_layer}

@@ -41,7 +41,7 @@ CPU = torch.device("cpu")
 
 
 def _diffs(a: Any, b: Any) -> list[tuple[str, float]]:
-    return [(n, round((x - y).abs().max().item(), 4)) for n, x, y in zip(a.names, a.values, b.values)
+    return [(n, round((x - y).abs().max().item(), 4)) for n, x, y in zip(a.names, a.values, b.values, strict=True)
             if x is not None and y is not None and x.shape == y.shape and not torch.equal(x, y)]
 
 

@@ -128,7 +128,7 @@ def main() -> None:
     cpu_loss = cpu_model(idx_cpu, idx_cpu)
     cpu_loss.backward()
     cpu = [cpu_loss.detach()] + [p.grad for p in cpu_model.parameters()]
-    ref_vs_cpu = max(float((r.to(c.dtype) - c).abs().max()) for (_, r), c in zip(ref, cpu))
+    ref_vs_cpu = max(float((r.to(c.dtype) - c).abs().max()) for (_, r), c in zip(ref, cpu, strict=True))
 
     for variant in (v for v in variants if v != "lazy:none"):
         lazy = variant.startswith("lazy:")
@@ -145,7 +145,7 @@ def main() -> None:
             results[variant] = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"}
             continue
         mismatch = {}
-        for (name, r), (_, g) in zip(ref, got):
+        for (name, r), (_, g) in zip(ref, got, strict=True):
             if g is None:
                 mismatch[name] = "no grad"
                 continue
@@ -188,7 +188,7 @@ def _repro(torch, torch_xla, xs, mesh, dev) -> float:
 
     ref = grads(model)
     got = grads(torch.compile(model, backend="openxla"))
-    return max(float((g - r).abs().max()) for g, r in zip(got, ref))
+    return max(float((g - r).abs().max()) for g, r in zip(got, ref, strict=True))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def main() -> None:
     torch_xla.sync()
     grads = [p.grad for p in model.parameters()]
     diffs = []
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=True):
         g = g.cpu().reshape(-1)[: r.numel()].reshape(r.shape)
         diffs.append(float((g - r).abs().max()))
     print(json.dumps({"max_abs_diff": max(diffs), "weight_copies_held": held, "nbytes": report.nbytes,

@@ -32,7 +32,7 @@ def _grads(f, x, params):
 
 def _assert_same(ref, got):
     torch.testing.assert_close(got[0], ref[0], rtol=0, atol=0)
-    for r, g in zip(ref[1], got[1]):
+    for r, g in zip(ref[1], got[1], strict=True):
         assert g is not None
         torch.testing.assert_close(g, r, rtol=0, atol=0)
 
@@ -157,7 +157,7 @@ def test_input_with_grad_updated_in_place_inside_fn():
 
     ref = run(lambda f, h: f(h))
     for policy in ALL_POLICIES:
-        torch.testing.assert_close(run(lambda f, h: xla_ckpt.checkpoint(f, h, policy=policy)), ref, rtol=0, atol=0)
+        torch.testing.assert_close(run(lambda f, h, policy=policy: xla_ckpt.checkpoint(f, h, policy=policy)), ref, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("policy", ALL_POLICIES)
@@ -203,7 +203,7 @@ def test_threads_sharing_the_cpu_rng_never_give_wrong_grads():
             x = torch.randn(8, 16, requires_grad=True)
             masks: list[torch.Tensor] = []
 
-            def fn(t):
+            def fn(t, masks=masks):
                 h = torch.tanh(model.up(t))
                 y = F.dropout(h, 0.5, training=True)
                 masks.append((y != 0).detach().clone())

@@ -41,7 +41,7 @@ def _run(policy, device: torch.device, training: bool = True):
 @pytest.mark.parametrize("policy", POLICIES, ids=str)
 def test_rrelu_noise_on_eager(policy):
     ref, got = _run(None, torch.device("cpu")), _run(policy, torch.device("cpu"))
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         assert g is not None
         torch.testing.assert_close(g, r)
 
@@ -77,7 +77,7 @@ def test_write_through_data_after_the_saving_op(device, policy):
         with pytest.raises(xla_ckpt.CheckpointError, match="a write autograd does not count"):
             run(policy)
         return
-    for r, g in zip(ref, run(policy)):
+    for r, g in zip(ref, run(policy), strict=True):
         torch.testing.assert_close(g, r)
 
 

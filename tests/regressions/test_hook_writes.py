@@ -83,7 +83,7 @@ def test_a_second_backward_reads_the_hooks_value_again():
         got = [x.grad] + [p.grad for p in b.parameters()]
         if ref is None:
             ref = got
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r)
 
 

@@ -426,5 +426,5 @@ def test_deep_copy_keeps_the_original(device, policy):
         sync(device)
         runs[wrap] = ([out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
                       + [b.cpu() for b in model.buffers()] + [b.cpu() for b in original.buffers()])
-    for got, ref in zip(runs[policy], runs[None]):
+    for got, ref in zip(runs[policy], runs[None], strict=True):
         torch.testing.assert_close(got, ref)

@@ -375,7 +375,7 @@ def test_step_shapes(device, policy, where, body):
     wrap = (lambda m: xla_ckpt.checkpointed(m, policy=policy)) if where == "model" else (
         lambda m: xla_ckpt.checkpointed(m.layer, policy=policy))
     (ref, ref_rng), (got, got_rng) = _run_step(body, device, None), _run_step(body, device, wrap)
-    for i, (g, r) in enumerate(zip(got, ref)):
+    for i, (g, r) in enumerate(zip(got, ref, strict=True)):
         if r is None:
             assert g is None, f"value {i}: a grad where the plain step has none"
             continue
@@ -430,7 +430,7 @@ def test_calls_without_training(device, mode):
         sync(device)
         return [first.cpu(), out.detach().cpu()] + [p.grad.cpu() for p in m.parameters()] + [rng[0]]
 
-    for g, r in zip(run(True), run(False)):
+    for g, r in zip(run(True), run(False), strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -488,7 +488,7 @@ def _llama_steps(device: torch.device, wrap: Any) -> list:
 
 def _same_steps(got: list, ref: list) -> None:
     assert len(got) == len(ref)
-    for i, (g, r) in enumerate(zip(got, ref)):
+    for i, (g, r) in enumerate(zip(got, ref, strict=True)):
         if isinstance(r, int):
             assert g == r, f"torch_xla running seed {i}"
         else:
@@ -557,7 +557,7 @@ def test_parametrize_cached_around_forward_and_backward(device, policy):
         sync(device)
         return [out.detach().cpu(), x.grad.cpu()] + [p.grad.cpu() for p in m.parameters()]
 
-    for g, r in zip(run(True), run(False)):
+    for g, r in zip(run(True), run(False), strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -645,7 +645,7 @@ def test_saved_tensor_hooks_disabled(device):
 
     with pytest.warns(UserWarning, match="saved-tensor hooks are disabled.*this library owns"):
         got = run(True)
-    for g, r in zip(got, run(False)):
+    for g, r in zip(got, run(False), strict=True):
         torch.testing.assert_close(g, r)
 
 

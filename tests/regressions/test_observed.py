@@ -33,7 +33,7 @@ def module_step(model: nn.Module, x: torch.Tensor, policy, device):
 
 def _same_records(got: list, ref: list) -> None:
     assert len(got) == len(ref), f"hooks fired {len(got)} times, {len(ref)} without the library"
-    for i, (g, r) in enumerate(zip(got, ref)):
+    for i, (g, r) in enumerate(zip(got, ref, strict=True)):
         torch.testing.assert_close(g.cpu(), r.cpu(), msg=lambda m, i=i: f"hook record {i}: {m}")
 
 
@@ -46,8 +46,8 @@ def test_a_forward_hook_inside_a_region_fires_once_with_the_forward_values(devic
     runs = {}
     for name in (None, policy):
         block, log = copy.deepcopy(base), []
-        block[1].register_forward_hook(lambda m, a, out: log.append(out.detach().clone()))
-        block[0].register_forward_pre_hook(lambda m, a: log.append(a[0].detach().clone()))
+        block[1].register_forward_hook(lambda m, a, out, log=log: log.append(out.detach().clone()))
+        block[0].register_forward_pre_hook(lambda m, a, log=log: log.append(a[0].detach().clone()))
         runs[name] = module_step(block, x, name, device), log
     assert_same(runs[policy][0], runs[None][0])
     _same_records(runs[policy][1], runs[None][1])
@@ -150,8 +150,8 @@ def test_hooks_on_hugging_face_llama_inner_modules(preset):
     for name in (None, preset):
         model, log = copy.deepcopy(base), []
         layer = model.model.layers[0]
-        layer.mlp.register_forward_hook(lambda m, a, out: log.append(out.detach().clone()))
-        layer.self_attn.q_proj.register_forward_hook(lambda m, a, out: log.append(out.detach().clone()))
+        layer.mlp.register_forward_hook(lambda m, a, out, log=log: log.append(out.detach().clone()))
+        layer.self_attn.q_proj.register_forward_hook(lambda m, a, out, log=log: log.append(out.detach().clone()))
         if name is not None:
             xla_ckpt.apply(model, name)
         torch.manual_seed(5)
@@ -170,7 +170,7 @@ def test_hooks_under_torch_compile_fire_once():
     runs = {}
     for name in (None, "nothing_saveable"):
         block, log = copy.deepcopy(base), []
-        block[1].register_forward_hook(lambda m, a, out: log.append(out.detach().clone()))
+        block[1].register_forward_hook(lambda m, a, out, log=log: log.append(out.detach().clone()))
         if name is not None:
             xla_ckpt.checkpointed(block, policy=name)
         compiled = torch.compile(block, backend="aot_eager", fullgraph=False)

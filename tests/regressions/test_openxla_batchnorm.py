@@ -64,5 +64,5 @@ def test_openxla_batchnorm_region_equals_the_plain_compile(xla_device, policy):
     ref = _steps(xla_device, None)
     got = _steps(xla_device, policy)
     assert len(got) == len(ref)
-    for i, (g, r) in enumerate(zip(got, ref)):
+    for i, (g, r) in enumerate(zip(got, ref, strict=True)):
         torch.testing.assert_close(g, r, msg=lambda m, i=i: f"value {i}: {m}")

@@ -80,7 +80,7 @@ def test_a_region_inside_torch_checkpoint_keeps_what_it_saved(policy):
     runs = {}
     for name in (None, policy):
         model = copy.deepcopy(base)
-        inner = model if name is None else (lambda a, model=model: xla_ckpt.checkpoint(model, a, policy=name))
+        inner = model if name is None else (lambda a, model=model, name=name: xla_ckpt.checkpoint(model, a, policy=name))
         xi = x.clone().requires_grad_()
         run = lambda inp, inner=inner: torch.utils.checkpoint.checkpoint(  # noqa: E731
             lambda a: inner(a).exp(), inp, use_reentrant=False)

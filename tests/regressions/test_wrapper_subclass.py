@@ -43,7 +43,7 @@ def _run(fn: Callable[..., torch.Tensor], make: Callable[[], list[torch.Tensor]]
 
 def _same(ref: list, got: list) -> None:
     assert len(ref) == len(got)
-    for i, (r, g) in enumerate(zip(ref, got)):
+    for i, (r, g) in enumerate(zip(ref, got, strict=True)):
         torch.testing.assert_close(g, r, msg=lambda m, i=i: f"tensor {i}: {m}")
 
 

@@ -143,6 +143,6 @@ def test_writes_that_keep_the_value_or_are_never_read_again_stay_exact(xla_devic
     with replay_kind(direct):
         got = _run(xla_device, EXACT[name], policy)
     assert len(got) == len(ref)
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         assert g is not None
         torch.testing.assert_close(g, r)

@@ -54,7 +54,8 @@ def checkpoint(
         >>> y = xla_ckpt.checkpoint(block, x, policy=xla_ckpt.policies.memory_budget(0.3))
         >>> y = xla_ckpt.checkpoint(attn, x, use_reentrant=False, fn_kwargs={"policy": "causal"})
     """
-    if not (policy.__class__ is str and policy == _DEFAULT):  # the default stays a name: torch's context_fn may replace it
+    # The default stays a name: torch's context_fn may replace it.
+    if not (policy.__class__ is str and policy == _DEFAULT):
         policy = as_policy(policy, "xla_ckpt.checkpoint")
     return _region.checkpoint(fn, *args, policy=policy, verify=verify, use_reentrant=use_reentrant,
                               preserve_rng_state=preserve_rng_state, determinism_check=determinism_check,

@@ -1,7 +1,8 @@
 """Typed, frozen checkpoint configuration, and the validation that builds it from plain data.
 
-Data only: nothing is exec'd or eval'd (``config_load`` reads files and presets into this data). Every error is a ``ConfigError`` naming the file, the dotted
-key (``checkpoint[1].policy``), the bad value and what is allowed (policy names from the registry).
+Data only: nothing is exec'd or eval'd (``config_load`` reads files and presets into this data). Every error
+is a ``ConfigError`` naming the file, the dotted key (``checkpoint[1].policy``), the bad value and what is
+allowed (policy names from the registry).
 """
 
 from __future__ import annotations
@@ -223,7 +224,8 @@ class _Parser:
         if "budget" in d:
             # `budget = 0.3` is short for `policy = { name = "memory_budget", fraction = 0.3 }`.
             if "policy" in d:
-                raise self.fail(f"{key}.budget", "give either 'budget' (a memory_budget fraction) or 'policy', not both")
+                raise self.fail(f"{key}.budget",
+                                "give either 'budget' (a memory_budget fraction) or 'policy', not both")
             b = d["budget"]
             if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1:  # NaN fails too
                 raise self.fail(f"{key}.budget", f"expected a fraction in (0, 1] of the bytes kept without "
@@ -248,12 +250,14 @@ class _Parser:
         else:
             raise self.fail(key, _not_data(value))
         if name not in policies.names():
-            raise self.fail(key, f"unknown policy {name!r}; allowed: {', '.join(policies.names())}.{policies.suggest(name)}")
+            allowed = ", ".join(policies.names())
+            raise self.fail(key, f"unknown policy {name!r}; allowed: {allowed}.{policies.suggest(name)}")
         spec = PolicySpec(name, tuple((k, self.param(v, f"{key}.{k}")) for k, v in sorted(params.items())))
         try:
             spec.build()
         except KeyError as e:
-            raise self.fail(key, f"unknown op {e.args[0]!r}; write ops as 'aten.<op>' or 'aten.<op>.<overload>'")
+            raise self.fail(
+                key, f"unknown op {e.args[0]!r}; write ops as 'aten.<op>' or 'aten.<op>.<overload>'") from None
         except (TypeError, ValueError) as e:
             raise self.fail(key, str(e)) from None
         return spec

@@ -94,7 +94,7 @@ class FitReport:
     def to_json(self) -> str:
         """The report as JSON; configs (each row's, ``recommended``) as the data a config file holds."""
         data = asdict(self)
-        for row, obj in zip(data["rows"], self.rows):
+        for row, obj in zip(data["rows"], self.rows, strict=True):
             row["config"] = config_data(obj.config)
         data["recommended"] = config_data(self.recommended) if self.recommended is not None else None
         return json.dumps(data, indent=2)
@@ -105,8 +105,9 @@ class FitReport:
         lines = [
             f"{self.model}: {self.n_params / 1e9:.2f}B parameters, seq {self.seq}, batch {self.batch} per chip, "
             f"{self.chips} x {self.chip} ({self.hbm_bytes / GIB:.0f} GiB each), FSDP over {self.fsdp}",
-            f"per chip:  parameters {g(self.param_bytes)}   gradients {g(self.grad_bytes)}   optimizer {g(self.optimizer_bytes)}"
-            f"   FSDP gathered block x2 {g(self.gather_bytes)}   = {g(self.static_bytes)}",
+            f"per chip:  parameters {g(self.param_bytes)}   gradients {g(self.grad_bytes)}   "
+            f"optimizer {g(self.optimizer_bytes)}   FSDP gathered block x2 {g(self.gather_bytes)}   "
+            f"= {g(self.static_bytes)}",
         ]
         if self.band is not None:
             lines.append(f"XLA chip: activations charged x{self.band[1]:.2f} (the upper end of the measured "
@@ -122,8 +123,9 @@ class FitReport:
         lines.append(f"{'policy':20s} {'activations':>12s} {'working':>12s} {'charged':>12s} {'total':>12s} "
                      f"{'headroom':>12s}  {'recompute':>9s}  fits")
         for r in self.rows:
-            lines.append(f"{r.policy:20s} {g(r.activation_bytes):>12s} {g(r.working_bytes):>12s} {g(r.charged_bytes):>12s} "
-                         f"{g(r.total_bytes):>12s} {g(r.headroom_bytes):>12s}  {r.recompute_share:8.1%}   "
+            lines.append(f"{r.policy:20s} {g(r.activation_bytes):>12s} {g(r.working_bytes):>12s} "
+                         f"{g(r.charged_bytes):>12s} {g(r.total_bytes):>12s} {g(r.headroom_bytes):>12s}  "
+                         f"{r.recompute_share:8.1%}   "
                          f"{'yes' if r.fits else 'NO'}" + (f"   ({r.note})" if r.note else ""))
         if self.recommended is None:
             lines.append("no policy fits: add chips (FSDP shards the static part), lower the per-chip batch or "

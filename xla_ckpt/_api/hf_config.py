@@ -64,7 +64,7 @@ def _from_hub(repo_id: str, who: str) -> Any:
             f"holding it (`hf download {repo_id} config.json` fetches it where there is a network)."
         ) from e
     finally:
-        for log, level in zip(hub_logs, levels):
+        for log, level in zip(hub_logs, levels, strict=True):
             log.setLevel(level)
 
 

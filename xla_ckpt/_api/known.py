@@ -91,6 +91,6 @@ class KnownValues(TorchDispatchMode):
 
         with _disable_current_modes():  # the mirror is invisible to the engine, the ledger and the flop counter
             real = func(*tree_map(to_cpu, args), **tree_map(to_cpu, kwargs))
-        for o, r in zip(outs, [r for r in tree_flatten(real)[0] if isinstance(r, torch.Tensor)]):
+        for o, r in zip(outs, [r for r in tree_flatten(real)[0] if isinstance(r, torch.Tensor)], strict=True):
             self.shadow[o] = r
         return out

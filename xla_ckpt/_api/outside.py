@@ -62,7 +62,8 @@ class _OutsideForward(InstanceForward):
         if _corrected_here(input):
             if isinstance(m, nn.Linear):
                 return linear(input, m.weight, m.bias)
-            if not torch.is_autocast_enabled("xla"):  # autocast's own casts: the stock op, not re-derived here
+            # Under autocast its own casts: the stock op, not re-derived here.
+            if isinstance(m, nn.LayerNorm) and not torch.is_autocast_enabled("xla"):
                 return layer_norm(input, m.normalized_shape, m.weight, m.bias, m.eps)
         return type(m).forward(m, input)
 
@@ -95,7 +96,7 @@ def correct_outside(model: nn.Module, inside: Iterable[str]) -> list[str]:
     for name, m in model.named_modules():
         if name in names or name.startswith(prefixes) or not _eligible(m) or "forward" in m.__dict__:
             continue
-        m.forward = _OutsideForward(m)  # type: ignore[method-assign]
+        m.forward = _OutsideForward(m)
         done.append(name)
     return done
 

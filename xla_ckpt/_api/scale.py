@@ -99,7 +99,7 @@ def estimate_layers(build: Build, n_layers: int, period: int = 1, **how: Any) ->
                 by_module[f"{prefix}.{i}{s}"] = n
     by_op = {key: e0.by_op.get(key, 0) + k * ops_d1[key] for key in ops_d1}
     by_tag = {key: e0.by_tag.get(key, 0) + k * tags_d1[key] for key in tags_d1}
-    fields = {f: getattr(e0, f) + k * d for f, d in zip(_FIELDS, d1)}
+    fields = {f: getattr(e0, f) + k * d for f, d in zip(_FIELDS, d1, strict=True)}
     est = Estimate(by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
                    by_op=dict(sorted(((o, n) for o, n in by_op.items() if n), key=lambda kv: -kv[1])),
                    by_tag=dict(sorted(((t, n) for t, n in by_tag.items() if n), key=lambda kv: -kv[1])), **fields)
@@ -119,4 +119,4 @@ def recompute_working_bytes(est: Estimate, unchecked: Estimate, blocks: list[str
     """Bytes a block's recompute brings back while its backward runs: the most any block keeps without
     checkpointing beyond what it keeps under the policy (backward recomputes one block at a time)."""
     kept, full = block_bytes(est, blocks), block_bytes(unchecked, blocks)
-    return max((max(f - k, 0) for f, k in zip(full, kept)), default=0)
+    return max((max(f - k, 0) for f, k in zip(full, kept, strict=True)), default=0)

@@ -36,8 +36,8 @@ def install(model: nn.Module, name: str, owner: nn.Module, layers: nn.ModuleList
         weights = _weights.stack(list(layers), group)
     stack = ScanStack(owner, name, list(layers), policy, fallback, weights, group)
     for i, layer in enumerate(layers):
-        layer.forward = ScanForward(stack, i)  # type: ignore[method-assign]
-    stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),  # type: ignore[attr-defined]
+        layer.forward = ScanForward(stack, i)
+    stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),
                      owner.register_forward_hook(stack.finish, with_kwargs=True),
                      owner.register_forward_hook(weights.end, always_call=True)]
     model.__dict__[_STACK] = stack

@@ -12,7 +12,7 @@ the depth) is refused, naming the first attribute that differs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from torch import nn
 
@@ -81,7 +81,7 @@ def group_size(model: nn.Module, name: str, layers: nn.ModuleList) -> int:
         "without scan.")
 
 
-def _runs(types: list[Any]) -> str:
+def _runs(types: Sequence[Any]) -> str:
     out: list[list[Any]] = []
     for t in types:
         if out and out[-1][0] == t:
@@ -105,7 +105,7 @@ def _difference(name: str, layers: nn.ModuleList, i: int) -> str:
     for k, m in layer.named_modules():
         kind, conf = subs0.get(k, (None, None))
         where = f"{name}[{i}].{k}" if k else f"{name}[{i}]"
-        if kind is not type(m):
+        if kind is not type(m) or conf is None:  # conf is None only where kind is
             return f"{where} is {type(m).__name__}, not as in {name}[0]"
         mine = _config_of(m)
         for attr in sorted(mine.keys() | conf.keys()):

@@ -40,7 +40,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return a is b
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
@@ -62,8 +62,9 @@ class ScanStack:
         self.policy = policy  # a per-op policy (everything_saveable for no checkpointing)
         self.fallback = fallback  # per layer: how it runs off XLA (a checkpointed forward or the plain one)
         # (input, per layer of the group its (args, kwargs), last index called)
-        self.pending: Optional[tuple[torch.Tensor, list[tuple[tuple, dict]], int]] = None
+        self.pending: Optional[tuple[Any, list[tuple[tuple, dict]], int]] = None
         self.in_body = False
+        self.handles: list[Any] = []  # the owner's start and finish hooks (``scan_hf.install``)
         self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
         self.cache = _hf.cache_plan(type(layers[0]).forward)
 
@@ -134,6 +135,7 @@ class ScanStack:
             self.pending = (h0, calls, index)
         if index < len(self.layers) - 1:
             return h
+        assert self.pending is not None  # set above for every index
         h0, calls, _ = self.pending
         self.pending = None
         return self.run(h0, calls)
@@ -193,13 +195,13 @@ class ScanStack:
         def body(carry: torch.Tensor, x: Any) -> tuple[torch.Tensor, None]:
             p, b, c = x
             vals = list(flat)
-            for i, t in zip(where, c):
+            for i, t in zip(where, c, strict=True):
                 vals[i] = t
             calls = tree_unflatten(vals, spec)
             self.in_body = True
             try:
                 with self.weights.in_body(p):  # the templates' stacked weights read this repeat's slices
-                    for j, (template, (a, kw)) in enumerate(zip(templates, calls)):
+                    for j, (template, (a, kw)) in enumerate(zip(templates, calls, strict=True)):
                         mine = {k[len(str(j)) + 1:]: t for k, t in b.items() if k.startswith(f"{j}.")}
                         carry = torch.func.functional_call(template, mine, (carry, *a), kw, strict=False)
                         if not isinstance(carry, torch.Tensor):

@@ -142,9 +142,9 @@ def why_not_stackable(model: nn.Module, name: str, layers: list[nn.Module], grou
                         "weights); a scanned stack keeps one stacked parameter per weight name, which would untie "
                         "them. Apply without scan.")
             if p.requires_grad != first[k].requires_grad:
-                return (f"xla_ckpt.apply(scan=True): {where}.requires_grad is {p.requires_grad}, {name}[{i % group}]'s is "
-                        f"{first[k].requires_grad}; a scanned stack trains every layer's copy of a weight or none. "
-                        "Freeze whole weight names, or apply without scan.")
+                return (f"xla_ckpt.apply(scan=True): {where}.requires_grad is {p.requires_grad}, "
+                        f"{name}[{i % group}]'s is {first[k].requires_grad}; a scanned stack trains every layer's "
+                        "copy of a weight or none. Freeze whole weight names, or apply without scan.")
             if p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None):
                 return (f"xla_ckpt.apply(scan=True): {where} has a gradient hook (register_hook or "
                         "register_post_accumulate_grad_hook); a scanned stack replaces the layers' parameters by "

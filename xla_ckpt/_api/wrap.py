@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import sys
+from types import FrameType
 from typing import Any, Callable, Optional, TypeVar, overload
 
 import torch
@@ -32,7 +33,8 @@ class _CheckpointedForward(InstanceForward):
     ``inner`` is an instance-level forward that was there before (e.g. ``patch_linear``'s), else None.
     """
 
-    def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]], verify: bool = False) -> None:
+    def __init__(self, module: nn.Module, policy: Any, inner: Optional[Callable[..., Any]],
+                 verify: bool = False) -> None:
         super().__init__(module)
         self.policy = policy
         self.inner = inner
@@ -42,7 +44,8 @@ class _CheckpointedForward(InstanceForward):
     @property
     def __signature__(self) -> inspect.Signature:
         # inspect.signature(module.forward) stays the model's own (HF Trainer filters columns by it).
-        return inspect.signature(self.inner if self.inner is not None else type(self.module).forward.__get__(self.module))
+        forward = self.inner if self.inner is not None else type(self.module).forward.__get__(self.module)
+        return inspect.signature(forward)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module
@@ -87,7 +90,7 @@ def _in_torch_checkpoint(module: nn.Module) -> bool:
     model are turned off (with the notice) so that from the next call on only xla_ckpt checkpoints.
     Read from the Python stack, as :func:`xla_ckpt._base.modules.running_modules` reads modules.
     """
-    frame = sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename not in _TORCH_CHECKPOINT:
         frame = frame.f_back
     if frame is None:
@@ -107,7 +110,7 @@ def _in_torch_checkpoint(module: nn.Module) -> bool:
     return True
 
 
-def _class_policy(cls: type) -> Any:
+def _class_policy(cls: type[nn.Module]) -> Any:
     return getattr(cls.forward, "__xla_ckpt_policy__", None)
 
 
@@ -129,11 +132,11 @@ def _wrap_instance(module: nn.Module, policy: Any, verify: bool = False) -> nn.M
             f"xla_ckpt.uncheckpointed(module) before checkpointing it with {policy!r}"
         )
     _hf.turn_off_own_checkpointing(module, "checkpointed")
-    module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"), verify)  # type: ignore[method-assign]
+    module.forward = _CheckpointedForward(module, policy, module.__dict__.get("forward"), verify)
     return module
 
 
-def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
+def _wrap_class(cls: type[nn.Module], policy: Any, verify: bool = False) -> type:
     current = _class_policy(cls)
     if current is not None:
         if current == policy:
@@ -157,7 +160,7 @@ def _wrap_class(cls: type, policy: Any, verify: bool = False) -> type:
     forward.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     forward.__xla_ckpt_original__ = original  # type: ignore[attr-defined]
     forward.__xla_ckpt_own__ = "forward" in cls.__dict__  # type: ignore[attr-defined]
-    cls.forward = forward  # type: ignore[attr-defined]
+    cls.forward = forward
     return cls
 
 
@@ -222,7 +225,7 @@ def uncheckpointed(obj: Any) -> Any:
         fwd = obj.__dict__.get("forward")
         if isinstance(fwd, _CheckpointedForward):
             if fwd.inner is not None:
-                obj.forward = fwd.inner  # type: ignore[method-assign]
+                obj.forward = fwd.inner
             else:
                 del obj.__dict__["forward"]
         return obj
@@ -231,7 +234,7 @@ def uncheckpointed(obj: Any) -> Any:
         original = getattr(fwd, "__xla_ckpt_original__", None)
         if original is not None:
             if fwd.__xla_ckpt_own__:  # type: ignore[union-attr]
-                obj.forward = original  # type: ignore[attr-defined]
+                obj.forward = original
             else:
                 delattr(obj, "forward")  # it was inherited: expose the parent's again
         return obj

@@ -92,7 +92,7 @@ HAS_ANNOTATE: bool = hasattr(torch.fx.traceback, "annotate")
 
 def annotate(meta: dict[str, Any]) -> Any:
     """``torch.fx.traceback.annotate(meta)``; only call when ``HAS_ANNOTATE``."""
-    return torch.fx.traceback.annotate(meta)
+    return torch.fx.traceback.annotate(meta)  # type: ignore[attr-defined, unused-ignore]  # torch >= 2.13
 
 
 def current_node_meta() -> dict[str, Any]:
@@ -250,7 +250,7 @@ def plain_with_hooks_disabled(name: str) -> bool:
     Args:
         name: the checkpointed function's name, for the notice.
     """
-    if torch._C._autograd._saved_tensors_hooks_is_enabled():
+    if torch._C._autograd._saved_tensors_hooks_is_enabled():  # type: ignore[attr-defined]  # not in the stub
         return False
     why = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
     warn_once(("hooks-disabled", name), (

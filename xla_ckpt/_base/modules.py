@@ -24,7 +24,7 @@ import contextlib
 import sys
 import threading
 import weakref
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Iterator, Optional
 
 from torch import nn
@@ -37,7 +37,7 @@ __all__ = ["tracking", "current_name", "entered", "name_in", "in_compiled", "run
 
 # Frames of these functions run a module's forward; their ``self`` is the module.
 _CALL_CODES: frozenset[CodeType] = frozenset(
-    f.__code__ for f in (nn.Module._call_impl, nn.Module._wrapped_call_impl)  # type: ignore[attr-defined]
+    f.__code__ for f in (nn.Module._call_impl, nn.Module._wrapped_call_impl)
 )
 
 
@@ -158,7 +158,7 @@ def in_compiled() -> bool:
 def running_modules() -> list[nn.Module]:
     """Modules whose forward is running in this thread, outermost first, from the Python stack."""
     found: list[nn.Module] = []
-    frame = sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         if frame.f_code in _CALL_CODES:
             m = frame.f_locals.get("self")

@@ -10,6 +10,8 @@ elements without autograd counting it (a ``.data`` write), which the replay cann
 
 from __future__ import annotations
 
+from typing import Union
+
 import torch
 
 __all__ = ["elements_apart"]
@@ -19,10 +21,10 @@ __all__ = ["elements_apart"]
 _MAX_ELEMENTS = 1 << 22
 
 
-def _span(t: torch.Tensor) -> tuple[int, int]:
+def _span(t: torch.Tensor) -> tuple[Union[int, torch.SymInt], Union[int, torch.SymInt]]:
     """The first and last element offset ``t`` reads in its storage (inclusive)."""
     lo = hi = t.storage_offset()
-    for size, stride in zip(t.shape, t.stride()):
+    for size, stride in zip(t.shape, t.stride(), strict=True):
         if size > 1:
             if stride >= 0:
                 hi += (size - 1) * stride
@@ -33,8 +35,8 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 def _offsets(t: torch.Tensor) -> torch.Tensor:
     """Every element offset ``t`` reads in its storage, sorted (int64, on the CPU)."""
-    off = torch.full((), t.storage_offset(), dtype=torch.int64)
-    for size, stride in zip(t.shape, t.stride()):
+    off = torch.full((), t.storage_offset(), dtype=torch.int64)  # type: ignore[arg-type]  # a SymInt fills too
+    for size, stride in zip(t.shape, t.stride(), strict=True):
         off = off.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
     return off.reshape(-1).sort().values
 

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def available() -> bool:
     """True when torch_xla can be imported (without importing it)."""
     return importlib.util.find_spec("torch_xla") is not None
@@ -63,7 +63,7 @@ def spmd_scan_missing() -> Optional[str]:
     return _jax_interop_missing()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jax_interop_missing() -> Optional[str]:
     from torch_xla._internal import jax_workarounds as jw  # noqa: PLC0415  (torch_xla's own check)
 
@@ -108,7 +108,7 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     address: an address is reused once its storage is freed.
     Neither forces a graph execution or a device-to-host copy.
     """
-    if t.is_xla:
+    if t.is_xla:  # type: ignore[attr-defined]
         # The looked-up function itself, not a call to _tensor_id(): one Python call less per key
         # (about 1,500 keys per default-GPT step on XLA).
         return ("xla", (_TENSOR_ID or _tensor_id())(t))
@@ -167,13 +167,13 @@ def get_rng_state(device: torch.device) -> Any:
     """The RNG state of one XLA device (an integer seed in torch_xla)."""
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
-    return xm.get_rng_state(device)
+    return xm.get_rng_state(device)  # type: ignore[arg-type]  # annotated str; torch_xla str()s what it gets
 
 
 def set_rng_state(state: Any, device: torch.device) -> None:
     import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
-    xm.set_rng_state(state, device)
+    xm.set_rng_state(state, device)  # type: ignore[arg-type]  # annotated str; torch_xla str()s what it gets
 
 
 def base_seed(device: torch.device) -> int:
@@ -208,7 +208,7 @@ def hardware_type(device: torch.device) -> str:
     return _hardware_type(str(device))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hardware_type(device: str) -> str:
     # Cached per device name: a device's hardware does not change within a process, and torch_xla's
     # lookup parses the name with a regex each call (about 0.1 ms; once per recomputed region).

@@ -41,7 +41,7 @@ def made_above_functionalization(reads: list[torch.Tensor]) -> bool:
     did not pass through functionalization: none of them is an XLA tensor (functionalization hands
     the mode the XLA tensors under its wrappers; an op without one never met it)."""
     for t in reads:
-        if t.is_xla:
+        if t.is_xla:  # type: ignore[attr-defined]
             return False
     return True
 
@@ -53,8 +53,9 @@ def lift(out: Any, reads: list[torch.Tensor]) -> Any:
     tensors too. Cost on the per-op path: one device check per output, then one per argument."""
     if isinstance(out, torch.Tensor):
         return _wrap(out) if made_above_functionalization(reads) else out
-    if isinstance(out, (tuple, list)) and any(isinstance(t, torch.Tensor) and t.is_xla for t in out) and (
-            made_above_functionalization(reads)):
+    if isinstance(out, (tuple, list)) and any(
+            isinstance(t, torch.Tensor) and t.is_xla for t in out  # type: ignore[attr-defined]
+    ) and made_above_functionalization(reads):
         return functional(out)
     return out
 
@@ -69,7 +70,7 @@ def functional(out: Any) -> Any:
 
 
 def _wrap(t: torch.Tensor) -> torch.Tensor:
-    if t.is_xla and not torch._is_functional_tensor(t):
+    if t.is_xla and not torch._is_functional_tensor(t):  # type: ignore[attr-defined]
         return torch._to_functional_tensor(t)
     return t
 
@@ -95,7 +96,7 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
     buffer's new value (``XLA_ENABLE_PARAM_ALIASING``). A deep copy of a model shares its buffers with
     the original until they are written: the original's buffer was deleted (the module zoo's probe).
     """
-    if kept and t.is_xla and torch._is_functional_tensor(t) and (
+    if kept and t.is_xla and torch._is_functional_tensor(t) and (  # type: ignore[attr-defined]
             _xla.buffer_key(torch._from_functional_tensor(t)) in kept):
         t.zero_()
     if t.shape != value.shape:
@@ -103,7 +104,7 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
         # per-channel QAT observers): the replay must find the shape it started from, and backward the
         # one it ended with.
         t.resize_(value.shape)
-    t.copy_(_computed(value) if t.is_xla else value)
+    t.copy_(_computed(value) if t.is_xla else value)  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- sharding
@@ -128,7 +129,7 @@ def spmd() -> bool:
 def sharding_of(t: torch.Tensor) -> Optional[Any]:
     """The ``OpSharding`` attached to XLA tensor ``t`` (``xs.mark_sharding``), or None."""
     xlac = _xla._xlac()
-    if not t.is_xla or not xlac._get_xla_sharding_spec(t):
+    if not t.is_xla or not xlac._get_xla_sharding_spec(t):  # type: ignore[attr-defined]
         return None
     return xlac._get_xla_op_sharding(t)
 
@@ -138,7 +139,7 @@ _MANUAL = 4  # torch_xla.distributed.spmd.ShardingType.MANUAL
 
 def is_manual(t: torch.Tensor) -> bool:
     """True when ``t``'s sharding is MANUAL (``xs.enable_manual_sharding``): not one ``mark_sharding`` re-attaches."""
-    return t.is_xla and _xla._xlac()._get_xla_sharding_type(t) == _MANUAL
+    return t.is_xla and _xla._xlac()._get_xla_sharding_type(t) == _MANUAL  # type: ignore[attr-defined]
 
 
 def annotate(t: torch.Tensor, sharding: Any) -> None:

@@ -15,7 +15,7 @@ import inspect
 import os
 import re
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -100,11 +100,11 @@ def _model(kind: str, args: argparse.Namespace) -> torch.nn.Module:
 
 def _kept(model: torch.nn.Module, kind: str, args: argparse.Namespace, device: torch.device) -> SavedReport:
     args_: tuple = ()
-    inputs: dict = {}
+    inputs: dict[str, Any] = {}
     if kind != "gpt":
         from xla_ckpt import hf_models  # noqa: PLC0415
 
-        inputs = hf_models.batch(kind, model, batch=args.batch, seq_len=args.seq, vocab_size=512, device=device)
+        inputs.update(hf_models.batch(kind, model, batch=args.batch, seq_len=args.seq, vocab_size=512, device=device))
         if "use_cache" in inspect.signature(model.forward).parameters:
             # A training step runs without a key/value cache; with it on, each checkpointed layer turns it off
             # and warns, which says nothing about the config being explained.

@@ -212,11 +212,11 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
             if k[0] not in pos_of and k not in input_keys and not external(k[0], static):
                 input_keys.append(k)
         reads.append(r)
-    flow = Dataflow([buf(k) for k in input_keys])
+    flow = Dataflow([bufs[k] for k in input_keys])  # each key passed ``buf``: its tensor is in ``bufs``
     calls = []
-    for n, r in zip(positions, reads):
+    for n, r in zip(positions, reads, strict=True):
         out_keys = [k for k in outs(n) if buf(k) is not None]
-        flow.op([buf(k) for k in r], [buf(k) for k in out_keys], only_tensors=True, must_run=False)
+        flow.op([bufs[k] for k in r], [bufs[k] for k in out_keys], only_tensors=True, must_run=False)
         out = tuple(buf(k) for k in out_keys) if isinstance(n.meta.get("val"), (tuple, list)) else (
             buf(out_keys[0]) if out_keys else None)
         args = torch.fx.node.map_arg(n.args, lambda a: meta_or(a))
@@ -239,8 +239,8 @@ def _plan_region(gid: Any, policy: Any, positions: list[Node], fw: set[Node], st
     fixed = {i for i, m in enumerate(marks) if m in (P.MUST_SAVE, None) or (m is P.PREFER_SAVE and i not in free)}
     view = RegionView(calls, free, fixed, flow, [buf(k) for k in input_keys], flow.packed_keys, prune=True)
     decisions = check_plan(policy, view, policy.plan(view))
-    chosen = {p for p, d in zip(free, decisions) if d.keeps}
-    for p, d in zip(free, decisions):
+    chosen = {p for p, d in zip(free, decisions, strict=True) if d.keeps}
+    for p, d in zip(free, decisions, strict=True):
         _set_mark(positions[p], P.MUST_SAVE if d.keeps else P.PREFER_RECOMPUTE)
     fraction = getattr(policy, "fraction", None)
     baseline = view.baseline

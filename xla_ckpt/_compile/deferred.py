@@ -97,7 +97,7 @@ class ForwardContext(TorchDispatchMode):
 
     @ac_graph_id.setter
     def ac_graph_id(self, value: Any) -> None:
-        self.inner.ac_graph_id = value
+        self.inner.ac_graph_id = value  # type: ignore[attr-defined]  # set by torch's compiled SAC, not in the stub
 
     def __enter__(self) -> "ForwardContext":
         self.inner.__enter__()
@@ -123,5 +123,5 @@ class ForwardContext(TorchDispatchMode):
             return
         raise error
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.inner.__torch_dispatch__(func, types, args, kwargs)  # not reached: never on the stack

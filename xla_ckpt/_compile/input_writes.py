@@ -31,7 +31,7 @@ runs eagerly (``backend="eager"``, real tensors: torch's own version check raise
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -70,7 +70,7 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
     while node.op == "call_function":
         target = node.target
         if _input_clone(node):
-            return node.args[0]
+            return cast(torch.fx.Node, node.args[0])
         if target is operator.getitem and node in fresh:
             written = _written_argument(node.args[0], node.args[1])
             if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``

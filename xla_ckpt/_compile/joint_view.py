@@ -8,7 +8,7 @@ multi-output op's ``getitem`` (which make no buffer of their own); shapes come f
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 from torch.fx import Node
@@ -35,7 +35,7 @@ def buffer_of(n: Node) -> tuple[Node, Optional[int]]:
     while transparent(n):
         if n.target is operator.getitem:
             index = n.args[1] if isinstance(n.args[1], int) else None
-        n = n.args[0]
+        n = cast(Node, n.args[0])  # a view's or getitem's first argument: the node it reads
     return n, index
 
 

@@ -177,7 +177,8 @@ class Lowering:
         mutable = op._schema.is_mutable
         # Never recomputed from the input it wrote (``_compile.input_writes``).
         keep = keep or (mutable and self.input_writes.writes_input(op, args, kwargs, self.module_name(meta), new_nodes))
-        if self.save_all and not keep:  # unmarked for the min-cut: partitioned as the plain compile (``_compile.marks``)
+        # Unmarked for the min-cut: partitioned as the plain compile (``_compile.marks``).
+        if self.save_all and not keep:
             return CheckpointPolicy.PREFER_SAVE
         call = CompiledOpCall(op, args, kwargs, getattr(ctx, "op_output", None), self.module_name(meta))
         decision, why = decide(self.policy, call, keep, mutable, self.planner, _WHERE)
@@ -251,7 +252,8 @@ def mark_of(decision: Decision) -> Any:
         warn_once(("compiled", "offload"), "xla_ckpt: Decision.OFFLOAD under torch.compile (and scan_layers): torch's "
                   "selective checkpointing has no offload mark, so offloaded values are saved on the device "
                   "(MUST_SAVE). To offload, run the model uncompiled (the eager and XLA engines offload); to keep "
-                  "the device memory down under compile, recompute more instead (e.g. dots_with_no_batch_dims_saveable).")
+                  "the device memory down under compile, recompute more instead "
+                  "(e.g. dots_with_no_batch_dims_saveable).")
     return CheckpointPolicy.MUST_SAVE if decision.keeps else CheckpointPolicy.PREFER_RECOMPUTE
 
 

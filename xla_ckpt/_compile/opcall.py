@@ -34,11 +34,11 @@ class CompiledOpCall(OpCall):
         return _meta_run(self.op, self.args, self.kwargs)
 
     @cached_property
-    def nbytes(self) -> int:  # type: ignore[override]
+    def nbytes(self) -> int:
         return sum(_xla.shape_nbytes(t) for t in tree_leaves(self._meta_out) if isinstance(t, torch.Tensor))
 
     @cached_property
-    def flops(self) -> int:  # type: ignore[override]
+    def flops(self) -> int:
         from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
 
         formula = flop_registry.get(self.op.overloadpacket)

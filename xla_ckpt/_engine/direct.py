@@ -82,7 +82,7 @@ def _value_key(t: torch.Tensor) -> Any:
     un-reshaped base to the copy (silently wrong grads, found by the fuzz's hunt).
     """
     k = buffer_key(t)
-    return k if t.is_xla else (k, tuple(t.shape), t.stride(), t.storage_offset())
+    return k if t.is_xla else (k, tuple(t.shape), t.stride(), t.storage_offset())  # type: ignore[attr-defined]
 
 
 class _Unsupported(Exception):
@@ -225,14 +225,14 @@ class Recorder:
         for j, k in enumerate(packed_keys):
             ref = value_of.get(k)
             if ref is None:
-                t = kept.get(j)
-                if t is None:
+                saved = kept.get(j)
+                if saved is None:
                     self.refuse(f"saved tensor #{j} is not a value of the region's forward")
                     return None
                 c = const_of.get(k)
                 if c is None:
                     c = const_of[k] = len(consts)
-                    consts.append(t)
+                    consts.append(saved)
                 ref = ("const", c)
             if not need(ref):
                 self.refuse(f"saved tensor #{j} needs an input the region dropped")

@@ -1,9 +1,9 @@
 """A region's forward state: what the dispatch mode (``forward_mode.py``) reports, recorded and decided.
 
 ``Forward.on_op`` records each op ``fn`` runs and decides the previous one (deciding one op late lets a
-``tag`` on its output name it). ``Forward`` holds what only the forward needs (the op being decided, what autograd saved so far, the
-dataflow, the recorder, a planner's calls) and is dropped when ``fn`` returns; what backward needs
-goes into the region's ``RegionState`` through its methods.
+``tag`` on its output name it). ``Forward`` holds what only the forward needs (the op being decided, what
+autograd saved so far, the dataflow, the recorder, a planner's calls) and is dropped when ``fn`` returns;
+what backward needs goes into the region's ``RegionState`` through its methods.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol, cast
 
 import torch
 from torch.utils._pytree import tree_map
@@ -38,10 +38,10 @@ PLANNED = Why.PLANNED
 FRESH = (torch.ops.aten.empty_like, torch.ops.aten.empty, torch.ops.aten.new_empty)  # values never read
 
 # The dispatch-mode stack (torch._C, as torch.utils._python_dispatch uses it); absent: plain detach.
-_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_stack_at = getattr(torch._C, "_get_dispatch_stack_at", None)
-_stack_pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
-_stack_push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
+_stack_len: Any = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_stack_at: Any = getattr(torch._C, "_get_dispatch_stack_at", None)
+_stack_pop: Any = getattr(torch._C, "_pop_torch_dispatch_stack", None)
+_stack_push: Any = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
 _STACK_OK = None not in (_stack_len, _stack_at, _stack_pop, _stack_push)
 
 
@@ -145,7 +145,7 @@ class Forward:
         # collected while it runs, judged at the next op or the forward's end, after autograd's version bump.
         self.written_now: list[int] = []
         self.settle_next: list[int] = []
-        self.flow = Dataflow(state.inputs)
+        self.flow = Dataflow(cast(list[torch.Tensor], state.inputs))  # all present: none is dropped before backward
         # XLA: the forward's ops, from which ``direct`` builds the program replayed in place of fn.
         self.recorder: Optional[Recorder] = None
         # Planning policies (``_policy.plan``): every OpCall, and per planner the positions it decides

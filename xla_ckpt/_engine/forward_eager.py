@@ -7,7 +7,8 @@ is held as a detached alias until the forward ends (``retain`` may keep it as a 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Optional, cast
 
 import torch
 
@@ -23,6 +24,11 @@ from xla_ckpt._ir.spec import spec_of
 __all__ = ["EagerForward"]
 
 
+def _detached_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t``'s value, below autograd (its version counter is its own)."""
+    return t.detach().clone()
+
+
 class EagerForward(Forward):
     """Eager devices (CPU, CUDA): tensors carry versions and views share storage."""
 
@@ -30,7 +36,7 @@ class EagerForward(Forward):
 
     def __init__(self, state: RegionState, policy: Policy, owner: _Unpacks) -> None:
         super().__init__(state, policy, owner)
-        self.cache_keys = {}  # an in-place write to a kept output demotes it (``before_write``)
+        self.cache_keys: dict[Any, int] = {}  # an in-place write to a kept output demotes it (``before_write``)
         self.hook_keys: dict[Any, list[HookValue]] = {}  # a user hook's results, by buffer (``before_write``)
 
     def skipped(self, func: Any, info: OpInfo, args: tuple, kwargs: dict) -> Any:
@@ -91,9 +97,11 @@ class EagerForward(Forward):
                 # The tensor itself: a detached alias made here (below autograd) has a version
                 # counter of its own, and the replay must leave the caller's unchanged.
                 base = t if t._base is None else t._base
-                state.writing_outside(key, base, lambda: base.detach().clone())
+                state.writing_outside(key, base, functools.partial(_detached_copy, base))
             apart = None if since is None else (lambda s, t=t: elements_apart(self.early[s], t))
-            later = state.writing(key, lambda i: state.inputs[i].detach().clone(), declared, since=since, apart=apart)
+            # An input fn writes is one it was given: present (None marks inputs backward skips, set later).
+            later = state.writing(key, lambda i: cast(torch.Tensor, state.inputs[i]).detach().clone(), declared,
+                                  since=since, apart=apart)
             if later:
                 self.written_now.extend(later)
             self._recompute_writer(key)

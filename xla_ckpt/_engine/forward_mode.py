@@ -44,7 +44,7 @@ class ForwardMode(TorchDispatchMode):
         finally:
             self.busy = False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
         info = INFO.get(func) or op_info(func)  # inline lookup: this is the per-op path
@@ -78,4 +78,4 @@ class ForwardMode(TorchDispatchMode):
         # outside the mode, or its views read the wrong elements (see _base.xla_state). The record keeps
         # the tensor under the wrapper, the one later ops reach the mode with. (A plain tensor off
         # XLA, the common case, skips the call: the per-op budget of tests/unit/_engine/test_trace_cost.py.)
-        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)
+        return out if type(out) is torch.Tensor and not out.is_xla else lift(out, reads)  # type: ignore[attr-defined]

@@ -49,7 +49,7 @@ class XlaForward(Forward):
         self.ident = ident = ir_identity()
         self.made_ids: list[tuple[torch.Tensor, Any, int]] = [
             (t, ident(t), -1 - i) for i, t in enumerate(state.inputs)
-            if t is not None and type(t) is torch.Tensor and t.is_xla]
+            if t is not None and type(t) is torch.Tensor and t.is_xla]  # type: ignore[attr-defined]
         # Buffers written through the dispatcher (the roots of their views), and whether an input was:
         # functionalization brings a written base and its views up to date under the same XLA tensor.
         self.written_roots: set[Any] = set()
@@ -59,7 +59,7 @@ class XlaForward(Forward):
         pos = len(self.flow.deps) - 1
         ids, ident = self.made_ids, self.ident
         for t in outs:
-            if type(t) is torch.Tensor and t.is_xla:
+            if type(t) is torch.Tensor and t.is_xla:  # type: ignore[attr-defined]
                 ids.append((t, ident(t), pos))
 
     def ended(self) -> None:
@@ -229,14 +229,14 @@ class XlaForward(Forward):
         for t in targets:
             key = buffer_key(t)
             if key not in producer:
-                self.outside_write(key, lambda: t.clone())
+                self.outside_write(key, t.clone)
 
     def on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         p = self.flow.alias(args, out)  # XLA views are new buffers: map them to their base
         if p is not None:  # a view of a region value, noted for ``ended`` (an input's views: ``-1 - i``)
             pos, ident = (p if p >= 0 else -1 - (INPUT - p)), self.ident
             for t in out if isinstance(out, (tuple, list)) else (out,):
-                if type(t) is torch.Tensor and t.is_xla:
+                if type(t) is torch.Tensor and t.is_xla:  # type: ignore[attr-defined]
                     self.made_ids.append((t, ident(t), pos))
         if func in _LIFTS:
             # ``torch.tensor(...)`` in fn: the mode sees only the lift of a tensor made below it. Fresh,

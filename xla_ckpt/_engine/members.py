@@ -76,8 +76,9 @@ class AsFound:
         # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor there, whether it required
         # grad). A TorchScript module's are views of its C++ slots (``OrderedDictWrapper``: no ``get``, the
         # recompute raised an AttributeError); nothing swaps tensors into them (``functional_call`` cannot).
-        self.slots = [(d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
-                      if isinstance(d, dict) for name, t in d.items() if t is not None]
+        self.slots: list[tuple[dict[str, Any], str, torch.Tensor, bool]] = [
+            (d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
+            if isinstance(d, dict) for name, t in d.items() if t is not None]
         # Each module's ``training`` flag: the subtree's as the region starts, others' at their first call.
         self.modes: dict[int, tuple[nn.Module, bool]] = {id(m): (m, m.training) for m in modules}
         # What ``parametrize.cached()``'s cache holds, if caching is on (else None).
@@ -175,7 +176,7 @@ def _put_back(d: dict, before: dict, contents: dict[str, Any]) -> None:
     for k, c in contents.items():
         v = before[k]
         if type(v) is list:
-            if len(v) != len(c) or any(a is not b for a, b in zip(v, c)):
+            if len(v) != len(c) or any(a is not b for a, b in zip(v, c, strict=True)):
                 v[:] = c
         elif v.keys() != c.keys() or any(v[key] is not x for key, x in c.items()):
             v.clear()

@@ -241,7 +241,7 @@ def move_out(region: RegionState, outputs: list[torch.Tensor]) -> Optional[Link]
         if t._base is not None:
             held.add(_xla.buffer_key(t._base))
     entries = []
-    for pos, (cached, versions) in list(region.cache.items()):
+    for pos, (cached, _versions) in list(region.cache.items()):
         rec = region.records[pos]
         if rec.decision is not OFFLOAD:
             continue
@@ -250,8 +250,9 @@ def move_out(region: RegionState, outputs: list[torch.Tensor]) -> Optional[Link]
         if not ts or any(tier is None for tier in tiers) or any(_xla.buffer_key(t) in held for t in ts):
             region.on_device(pos)
             continue
-        by_id = {id(t): tier for t, tier in zip(ts, tiers)}
-        moved = Offloaded(tree_map(lambda t: _Moved(t, by_id[id(t)]) if isinstance(t, torch.Tensor) else t, cached))
+        by_id = {id(t): tier for t, tier in zip(ts, tiers, strict=True)}
+        moved = Offloaded(tree_map(
+            lambda t, by_id=by_id: _Moved(t, by_id[id(t)]) if isinstance(t, torch.Tensor) else t, cached))
         region.moved(pos, moved)
         entries.append(moved)
     if not entries:

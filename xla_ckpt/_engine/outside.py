@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 import torch
 from torch import nn
@@ -37,6 +37,8 @@ from xla_ckpt._base.xla import buffer_key
 
 __all__ = ["Outside", "Watch", "ViewRead", "owner_module", "by_buffer", "watch_outside", "check_read",
            "check_view_read", "EagerOutside", "XlaOutside"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -82,6 +84,11 @@ def by_buffer(module: Optional[nn.Module], pending: bool = False) -> dict[Any, t
     return out
 
 
+def _constant(value: T) -> Callable[[], T]:
+    """A callable returning ``value``: a strong reference where a ``weakref.ref`` goes, a name known now."""
+    return lambda: value
+
+
 def _namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[], str]:
     """Names ``t`` (by identity, or eager by storage) among the module's tensors, when an error needs it."""
     ref = weakref.ref(module) if module is not None else None
@@ -89,7 +96,7 @@ def _namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[
 
     def name() -> str:
         for kind, n, p in _named(ref() if ref is not None else None):
-            if p is t or (not p.is_xla and buffer_key(p) == key):
+            if p is t or (not p.is_xla and buffer_key(p) == key):  # type: ignore[attr-defined]
                 return f"{kind} '{n}'"
         return f"a tensor of shape {shape} from outside the checkpointed function"
 
@@ -149,7 +156,8 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         if live is not None and p not in live:
             continue
         rec = records[p]
-        direct, views = [], []
+        direct: list[Any] = []
+        views: list[Any] = []
         for i, k, t in at:
             needed.setdefault(base.get(k, k), f"{rec.op} in module '{rec.module}'")
             first.setdefault(base.get(k, k), t)
@@ -162,7 +170,7 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
         if views:
             watch.views[p] = tuple(views)
     packed_at: dict[Any, int] = {}
-    for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys)):
+    for j, (d, k) in enumerate(zip(flow.packed, flow.packed_keys, strict=True)):
         if d != EXTERNAL:
             continue
         k = base.get(k, k)
@@ -196,7 +204,7 @@ class EagerOutside:
             if t is None:
                 continue
             alias = t.detach() if j is None else t  # early[j] is a detached alias already
-            watch.versions.append(Outside(lambda a=alias: a, alias._version, reader, _namer(module, k, alias)))
+            watch.versions.append(Outside(_constant(alias), alias._version, reader, _namer(module, k, alias)))
 
 
 class XlaOutside:
@@ -231,12 +239,13 @@ class XlaOutside:
         # Versions only above functionalization: the module's own tensors, matched by buffer.
         for k, (kind, n, t) in self._by_buffer(module).items():
             if k in needed:
-                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), lambda s=f"{kind} '{n}'": s))
+                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _constant(f"{kind} '{n}'")))
         # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above
         # functionalization. Weakly: a strong reference would keep a t_copy's buffer (pytorch/xla 3811).
         for k, j in packed_at.items():
             if k in needed:
-                t = early[j]._base if early[j]._base is not None else early[j]
+                base = early[j]._base
+                t = base if base is not None else early[j]
                 watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _namer(module, k, t)))
 
 
@@ -271,7 +280,10 @@ def check_view_read(key: Any, base: torch.Tensor, expected: Any, read: ViewRead,
 
 
 def check_read(t: torch.Tensor, expected: Any, forward: torch.Tensor, op: Any, module: str, pos: int) -> None:
-    """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward`` (buffer ``expected``)."""
+    """The replay of position ``pos`` reads outside tensor ``t`` where the forward read ``forward``.
+
+    ``expected``: the buffer the forward read.
+    """
     if buffer_key(t) == expected:
         return
     # Another tensor: fine if it holds the same values (a constant fn makes afresh each call).

@@ -35,13 +35,14 @@ def outside_writes(written: dict[Any, tuple[Optional[torch.Tensor], torch.Tensor
             "another module's buffer) on XLA; the recomputation would write it a second time. Register it as a "
             "buffer of the checkpointed module, pass it as an argument, or write it outside the checkpoint."
         )
+    present = [(t, before) for t, before in written.values() if t is not None]  # all of them (checked above)
     with contextlib.ExitStack() as stack:
-        now = []
+        now: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Only these writes run without the caller's modes and grad: fn's replay itself runs in them
         # (a FlopCounterMode around backward counts the replayed ops whether or not fn writes a buffer).
         with _compat.without_callers_modes(), torch.no_grad():
-            for t, before in written.values():
-                if t.is_xla and not torch._is_functional_tensor(before):
+            for t, before in present:
+                if t.is_xla and not torch._is_functional_tensor(before):  # type: ignore[attr-defined]
                     before = torch._to_functional_tensor(before)  # XLA: the buffer below functionalization
                 stack.enter_context(_compat.preserve_version(t))
                 now.append((t, t.clone()))

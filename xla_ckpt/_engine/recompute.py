@@ -1,10 +1,10 @@
 """Backward of a region: recompute what autograd saved, from the recorded program or by running fn again.
 
-The first unpack of a slot (``region.py``) calls ``recompute``, which returns what autograd saved. On XLA, a region whose forward
-was recorded (``_engine.direct``) replays that ATen program; otherwise ``fn`` runs again under the replay
-mode (``_engine.replay``), from the region's inputs (a copy taken before fn's first write to one, a
-stand-in for an input backward never reads), with the forward's autocast state. On XLA every value
-the recompute starts from is fenced on the incoming gradient (``_ir.replay_state.Fence``).
+The first unpack of a slot (``region.py``) calls ``recompute``, which returns what autograd saved. On XLA,
+a region whose forward was recorded (``_engine.direct``) replays that ATen program; otherwise ``fn`` runs
+again under the replay mode (``_engine.replay``), from the region's inputs (a copy taken before fn's first
+write to one, a stand-in for an input backward never reads), with the forward's autocast state. On XLA
+every value the recompute starts from is fenced on the incoming gradient (``_ir.replay_state.Fence``).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _replay_inputs(region: RegionState, fence: Optional[Fence], same: set[int],
             # what it saw in the forward (an ``nn.Parameter`` stays one; a detached alias would not).
             same.add(id(t))
             return t
-        base = region.backward.start(region.pristine[i]) if written else t
+        base = region.backward.start(region.pristine[i]) if written and i is not None else t
         d = base.detach()
         if fence is not None and _xla.is_xla(d):
             d = fence.apply(d)  # before requires_grad_: backward runs with grad mode off
@@ -137,8 +137,9 @@ class Recomputation:
         """A user's module hook reached in the replay: not called again; what it returned in the forward.
 
         Matched to the forward's next call of the same hook on the same module (a hook removed since
-        the forward is skipped over), or of the same hook code where fn registers the hook anew each call. A hook the forward did not call here (registered after it) is not
-        called either: without the library it would not have run for this forward at all.
+        the forward is skipped over), or of the same hook code where fn registers the hook anew each call.
+        A hook the forward did not call here (registered after it) is not called either: without the library
+        it would not have run for this forward at all.
         """
         results, module = self.state.hook_results, args[0] if args else None
         j = _match(results, self.hooks, hook, module)
@@ -209,7 +210,8 @@ class Recomputation:
         try:
             with contextlib.ExitStack() as stack:
                 if region.outside_written:
-                    stack.enter_context(outside_writes(region.outside_written, region.name, region.backward.kept(region)))
+                    kept = region.backward.kept(region)
+                    stack.enter_context(outside_writes(region.outside_written, region.name, kept))
                 # The forward's nesting count and an empty cast cache too: which weight casts fn
                 # runs depends on both (``_ir/autocast.py``).
                 stack.enter_context(region.autocast.restored())

@@ -193,7 +193,8 @@ def checkpoint(
     if _compat.is_compiling():
         if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
             fn, kwargs = functools.partial(fn, **kwargs), {}
-        return _compiled.checkpoint(fn, args, kwargs, pol, _lazy_region)  # Dynamo cannot trace the engine: torch's SAC marks
+        # Dynamo cannot trace the engine: torch's SAC marks.
+        return _compiled.checkpoint(fn, args, kwargs, pol, _lazy_region)
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).

@@ -11,14 +11,15 @@ fewer bytes (``_promote``), and a multi-output op keeps only the outputs somethi
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, cast
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._ir.liveness import INPUT, Dataflow
-from xla_ckpt._policy.plan import RegionView, check_plan
+from xla_ckpt._policy.plan import Planner, RegionView, check_plan
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._ir.record import fn_name as _name, tensors
 from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
@@ -31,16 +32,19 @@ __all__ = ["plan", "keep_only_live", "liveness_off", "EagerRetain", "XlaRetain"]
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
 
-def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]], flow: Dataflow) -> None:
+def plan(region: RegionState, policy: Policy, positions: list[int], calls: list[Optional[OpCall]],
+         flow: Dataflow) -> None:
     """Ask a planning policy about its positions still saved (a write inside fn demoted the others)."""
     free = [p for p in positions if p in region.cache]
-    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys, prune=region.device.retain.prunes)
+    view = RegionView(calls, free, set(region.cache), flow, region.inputs, region.packed_keys,
+                      prune=region.device.retain.prunes)
     try:
-        decisions = policy.plan(view)
+        decisions = cast(Planner, policy).plan(view)  # the forward kept only planners' positions here
     except Exception as e:
-        e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
+        if sys.version_info >= (3, 11):  # no notes on Python 3.10: the error goes up as it is
+            e.add_note(f"raised by the planning policy {policy!r} of the checkpointed function {_name(region.fn)}")
         raise
-    for p, d in zip(free, check_plan(policy, view, decisions)):
+    for p, d in zip(free, check_plan(policy, view, decisions), strict=True):
         if d is RECOMPUTE:
             _demote(region, p)
         elif d is OFFLOAD:
@@ -207,7 +211,7 @@ def _kept_bytes(region: RegionState, lv: Any, sizes: dict[int, int]) -> int:
 
 def _prune_outputs(region: RegionState, read: set[Any]) -> None:
     """A cached multi-output op keeps only the outputs something reads (layer norm's statistics...)."""
-    for pos, (cached, versions) in list(region.cache.items()):
+    for pos, (cached, _versions) in list(region.cache.items()):
         if isinstance(cached, torch.Tensor) or not isinstance(cached, (tuple, list)):
             continue
         pruned = tuple(

@@ -130,5 +130,5 @@ class GeneratorsRestored:
     def __exit__(self, *exc: Any) -> None:
         if self.sources:
             with generator_lock(CPU):
-                for g, state in zip(self.sources, self.states):
+                for g, state in zip(self.sources, self.states, strict=True):
                     g.set_state(state)

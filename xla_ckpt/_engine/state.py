@@ -68,13 +68,13 @@ class RegionState:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.verify = verify
         self.inputs: list[Optional[torch.Tensor]] = list(inputs)  # None: not needed by backward
-        self.autocast = Autocast.capture(devices(self.inputs))
+        self.autocast = Autocast.capture(devices(inputs))
         self.device = device
         self.backward = device.backward()  # this region's backward (XLA: its program and fence)
         self.records: list[Record] = []
         self.cache: dict[int, tuple[Any, Versions]] = {}
         # Inputs fn writes to in place: the replay starts from a copy taken before the first write.
-        self.input_keys = {buffer_key(t): i for i, t in enumerate(self.inputs)}
+        self.input_keys = {buffer_key(t): i for i, t in enumerate(inputs)}
         # As fn got them: a write with a value that needs grad (``t.mul_(w[0, 0])``) makes an input need
         # grad after the forward, and the replay must start from it as the forward did.
         self.input_grad = tuple(t.requires_grad for t in inputs)
@@ -302,9 +302,9 @@ class RegionState:
             for t in ((cached,) if isinstance(cached, torch.Tensor) else tensors(cached)):
                 keys[buffer_key(t)] = pos
         for t in outputs:
-            pos = keys.get(buffer_key(t if t._base is None else t._base))
-            if pos is not None:
-                self.watched.setdefault(pos, []).append((weakref.ref(t), t._version))
+            at = keys.get(buffer_key(t if t._base is None else t._base))
+            if at is not None:
+                self.watched.setdefault(at, []).append((weakref.ref(t), t._version))
 
     # -- backward reads -------------------------------------------------------------------------
     def cached(self, pos: int, func: Any, rec: Record) -> Any:
@@ -334,7 +334,7 @@ class RegionState:
                 "recomputation starts from copies and cannot repeat the write on both. Pass the base tensor "
                 "once and take the view inside the function, or clone one of them before the checkpoint."
             )
-        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions)):
+        for i, (t, v) in enumerate(zip(self.inputs, self.input_versions, strict=True)):
             if t is not None and t._version != v:
                 raise CheckpointError(
                     f"input #{i} of the checkpointed function {self.name} (a tensor of shape "

@@ -12,7 +12,7 @@ op's, computed by the same operations (issue 31: the default GPT's ``ln_f`` kept
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +24,8 @@ class _LayerNormFunction(torch.autograd.Function):
     """``F.layer_norm`` keeping ``(x, weight, bias)``; backward re-runs it and differentiates it."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
+    def forward(
+        ctx: Any,  # autograd's ctx: saved_tensors, needs_input_grad and our own fields, none in its stub
         x: torch.Tensor,
         weight: Optional[torch.Tensor],
         bias: Optional[torch.Tensor],
@@ -38,8 +38,8 @@ class _LayerNormFunction(torch.autograd.Function):
         return F.layer_norm(x, normalized_shape, weight, bias, eps)
 
     @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    def backward(
+        ctx: Any, grad: torch.Tensor
     ) -> tuple[Optional[torch.Tensor], ...]:
         saved = ctx.saved_tensors
         need = ctx.needs_input_grad[:3]
@@ -48,7 +48,7 @@ class _LayerNormFunction(torch.autograd.Function):
         create_graph = torch.is_grad_enabled()
         with torch.enable_grad():
             out = F.layer_norm(saved[0], ctx.normalized_shape, saved[1], saved[2], ctx.eps)
-        wanted = [t for t, n in zip(saved, need) if n]
+        wanted = [t for t, n in zip(saved, need, strict=True) if n]
         found = iter(torch.autograd.grad(out, wanted, grad, create_graph=create_graph))
         return (*(next(found) if n else None for n in need), None, None)
 

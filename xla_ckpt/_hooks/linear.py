@@ -43,8 +43,8 @@ class _LinearFunction(torch.autograd.Function):
     """``y = x @ W.T + b`` saving ``(x, W)`` by identity; ``W`` is cast to ``dtype`` on both passes."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
+    def forward(
+        ctx: Any,  # autograd's ctx: saved_tensors, needs_input_grad and our own fields, none in its stub
         x: torch.Tensor,
         weight: torch.Tensor,
         bias: Optional[torch.Tensor],
@@ -67,8 +67,8 @@ class _LinearFunction(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    def backward(
+        ctx: Any, grad: torch.Tensor
     ) -> tuple[Optional[torch.Tensor], ...]:
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b, _ = ctx.needs_input_grad
@@ -208,8 +208,8 @@ def linear_patched() -> Iterator[None]:
         ...     loss = model(x).sum()
     """
     previous = F.linear
-    F.linear = linear  # type: ignore[assignment]
+    F.linear = linear
     try:
         yield
     finally:
-        F.linear = previous  # type: ignore[assignment]
+        F.linear = previous

@@ -96,7 +96,7 @@ def param_source(t: torch.Tensor) -> Optional[ParamSource]:
     while node is not None:
         name = type(node).__name__
         if name == "AccumulateGrad":
-            var = node.variable
+            var = node.variable  # type: ignore[attr-defined]  # AccumulateGrad's leaf: not in the Node stub
             return ParamSource(var, tuple(reversed(steps))) if isinstance(var, nn.Parameter) and steps else None
         make = _STEPS.get(name)
         if make is None:

@@ -181,7 +181,8 @@ class SavedReport:
         lines.append(f"total kept for backward: {_human(self.nbytes)} in {len(self._counted())} buffers "
                      f"({len(self.entries)} saved tensors, parameters excluded)")
         if self.host_nbytes:
-            lines.append(f"offloaded to host memory: {_human(self.host_nbytes)} in {len(self._counted(host=True))} buffers")
+            n = len(self._counted(host=True))
+            lines.append(f"offloaded to host memory: {_human(self.host_nbytes)} in {n} buffers")
         lines.append("by module: " + ", ".join(f"{m or '<top>'} {_human(b)}" for m, b in self.by_module().items()))
         lines.append("by op:     " + ", ".join(f"{o or '-'} {_human(b)}" for o, b in self.by_op().items()))
         if any(e.grad_fn == COMPILED for e in self.entries):

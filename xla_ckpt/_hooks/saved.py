@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, Iterator, Optional, Protocol
+from typing import Any, Collection, Iterator, Optional, Protocol
 
 import torch
 import torch.utils.checkpoint
 
 from xla_ckpt._hooks.params import ParamSource, param_source
 
-__all__ = ["weights_by_reference", "hooks_for", "user_hooks", "user_pair", "state", "Packed", "forward_of", "outside_region", "recomputing",
-           "ledger"]
+__all__ = ["weights_by_reference", "hooks_for", "user_hooks", "user_pair", "state", "Packed", "forward_of",
+           "outside_region", "recomputing", "ledger"]
 
 
 class Packed:
@@ -106,13 +106,19 @@ class _Region(Protocol):
 
     def on_tag(self, x: torch.Tensor, name: str) -> None: ...
 
-    def user_hook(self, hook: Any, args: tuple) -> Any: ...  # a user's module hook (``user_hooks``)
+    def user_hook(self, hook: Any, args: tuple, forward: bool) -> Any: ...  # a user's module hook (``user_hooks``)
 
     def module_ran(self, module: Any) -> None: ...  # the forward calls ``module`` (``user_hooks``)
 
+    def nested(self, policy: Any) -> contextlib.AbstractContextManager[None]: ...  # ``checkpoint`` inside it
+
 
 class _Recompute(Protocol):
+    state: Any  # the region's RegionState (``hook_results``: the hooks its forward ran)
+
     def pack(self, t: torch.Tensor) -> Any: ...
+
+    def module_called(self, module: Any, registered: Collection[Any]) -> None: ...
 
     def user_hook(self, hook: Any, args: tuple) -> Any: ...
 
@@ -143,7 +149,7 @@ def _pack(t: torch.Tensor) -> Any:
         ledger.record(t, source, by_reference=by_reference)
     if st.outer is not None:  # a user's module hook inside a region; our pair (a ledger, by reference) inside a user's
         return _Outer(st.outer[0](t), (lambda packed: packed, st.outer[1]))
-    return _ByReference(source) if by_reference else _Versioned(t)
+    return _ByReference(source) if by_reference and source is not None else _Versioned(t)
 
 
 def _unpack(packed: Any) -> torch.Tensor:

@@ -126,7 +126,7 @@ def _own(hook: Any) -> bool:
     return any(hook is h for h in OWN_HOOKS) or getattr(type(hook), "xla_ckpt_own", False) is True
 
 
-def _guard(hooks: "OrderedDict[int, Any]", swapped: list, forward: bool, recompute: bool) -> None:
+def _guard(hooks: dict[int, Any], swapped: list, forward: bool, recompute: bool) -> None:
     for key, hook in hooks.items():
         if type(hook) in _WRAPPERS or _own(hook):
             continue

@@ -121,11 +121,13 @@ class Dataflow:
         if EXTERNAL in deps:
             for t in reads:  # inline, no call per op: plain tensors are all but every read
                 if type(t) not in PLAIN:
-                    deps = tuple([self._built(t, k) if d == EXTERNAL else d for t, k, d in zip(reads, keys, deps)])
+                    deps = tuple([self._built(t, k) if d == EXTERNAL else d
+                                  for t, k, d in zip(reads, keys, deps, strict=True)])
                     break
         self.deps.append(deps)
         if EXTERNAL in deps:
-            self.outside_at[pos] = [(i, k, t) for i, (k, d, t) in enumerate(zip(keys, deps, reads)) if d == EXTERNAL]
+            self.outside_at[pos] = [(i, k, t) for i, (k, d, t) in enumerate(zip(keys, deps, reads, strict=True))
+                                    if d == EXTERNAL]
         for t in outs:
             producer[buffer_key(t)] = pos
             if type(t) is not torch.Tensor:
@@ -192,7 +194,7 @@ class Dataflow:
         if inner is None:
             return EXTERNAL
         codes = [self.producer.get(buffer_key(x), EXTERNAL) for x in inner]
-        codes = [self._built(x, buffer_key(x)) if c == EXTERNAL else c for x, c in zip(inner, codes)]
+        codes = [self._built(x, buffer_key(x)) if c == EXTERNAL else c for x, c in zip(inner, codes, strict=True)]
         made = [c for c in codes if c != EXTERNAL]
         self.always.extend(made)
         code = made[-1] if made and len(made) == len(codes) else EXTERNAL

@@ -14,8 +14,8 @@ from torch.utils._pytree import tree_leaves
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import PolicyError
 
-__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision", "policy_raised",
-           "check_names"]
+__all__ = ["Decision", "OpCall", "Policy", "OpLike", "op_matcher", "MUST_RETURN", "ask", "not_a_decision",
+           "policy_raised", "check_names"]
 
 
 class Decision(enum.Enum):

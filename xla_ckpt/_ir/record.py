@@ -19,8 +19,8 @@ from xla_ckpt._base.errors import CheckpointError, fn_name
 from xla_ckpt._ir.opcall import Decision
 
 __all__ = [
-    "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch", "Record", "tensors",
-    "written", "out_meta", "LEAF_TYPES", "fn_name",
+    "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch",
+    "Record", "tensors", "written", "out_meta", "LEAF_TYPES", "fn_name",
 ]
 
 aten = torch.ops.aten
@@ -119,8 +119,8 @@ INFO = _INFO  # read-only for the dispatch modes: ``INFO.get(op) or op_info(op)`
 # torch.compile). Argument name -> the value with which the op draws nothing, any one of them being
 # enough. Measured on torch 2.9's CPU generator (its state before and after the call); CUDA's
 # attention kernels (flash, efficient, cudnn) are expected to take a Philox offset only at dropout_p > 0,
-# not measured on a GPU here (tests/integration/compile/test_compiled_random.py measures the CPU). Not listed: they draw even
-# then: native_dropout(p=0, train=True) (its mask is bernoulli_(1 - p), which draws) and bernoulli
+# not measured on a GPU here (tests/integration/compile/test_compiled_random.py measures the CPU). Not listed:
+# they draw even then: native_dropout(p=0, train=True) (its mask is bernoulli_(1 - p), which draws) and bernoulli
 # at p=0 or 1 (one uniform per element): treated as random, their draws are replayed exactly.
 _QUIET_WHEN: dict[str, dict[str, Any]] = {
     "native_dropout": {"train": False},
@@ -248,7 +248,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     try:
         return bool(a == b)
     except Exception:  # objects without a usable == (compared by identity)
@@ -260,7 +260,7 @@ def describe_mismatch(forward: tuple, replay: tuple) -> Optional[str]:
     if forward == replay or _same(forward, replay):
         return None
     (fa, fk), (ra, rk) = forward, replay
-    for i, (f, r) in enumerate(zip(fa, ra)):
+    for i, (f, r) in enumerate(zip(fa, ra, strict=False)):  # unequal counts are reported after the shared ones
         if not _same(f, r):
             return f"argument {i}: forward {_show(f)}, recompute {_show(r)}"
     if len(fa) != len(ra):

@@ -1,4 +1,7 @@
-"""State a recomputation must reproduce or depend on: random draws and (XLA) the gradient fence (autocast: ``autocast.py``)."""
+"""State a recomputation must reproduce or depend on: random draws and (XLA) the gradient fence.
+
+Autocast state: ``autocast.py``.
+"""
 
 from __future__ import annotations
 
@@ -267,7 +270,7 @@ def settle_xla(task: int) -> None:
     outside backward) moved: the RNG state is then the plain run's, before and after the next sync. Called
     once per backward, at its end (``recompute``). Entries of other tasks are from a backward that raised."""
     for key in list(_MOVED):
-        dev = torch.device(key[0], key[1])
+        dev = torch.device(key[0], key[1])  # type: ignore[arg-type]  # index None: the type's default device
         with _lock_for(dev):
             moved = _MOVED.pop(key, None)
             if moved is None or moved.task != task:
@@ -283,7 +286,8 @@ def settle_xla(task: int) -> None:
             with _compat.without_callers_modes():
                 _xla.advance_rng(dev, n)
             if _get(dev) != now and not synced:
-                raise CheckpointError(f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
+                raise CheckpointError(
+                    f"internal: torch_xla's RNG stream on {dev} was not put back. Please report this.")
 
 
 class Fence:

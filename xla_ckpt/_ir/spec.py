@@ -45,7 +45,7 @@ def spec_of(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         inner = wrapped(out) if type(out) not in PLAIN else None
         if inner is not None:
-            names, ctx = out.__tensor_flatten__()
+            names, ctx = out.__tensor_flatten__()  # type: ignore[attr-defined]  # a wrapper subclass's protocol
             parts = [(n, getattr(out, n)) for n in names]  # a non-tensor (DTensor's mesh) goes back as it is
             return WrapperSpec(out.shape, out.stride(), out.dtype, out.device, type(out), ctx,
                                tuple((n, spec_of(v) if isinstance(v, torch.Tensor) else _Kept(v)) for n, v in parts))
@@ -59,7 +59,8 @@ def stand_in(spec: Any) -> Any:
     """Uninitialised tensors shaped like a dead op's outputs: nothing reads them (the replay checks)."""
     if isinstance(spec, WrapperSpec):
         inner = {n: s.value if isinstance(s, _Kept) else stand_in(s) for n, s in spec.inner}
-        return spec.cls.__tensor_unflatten__(inner, spec.ctx, spec.shape, spec.stride)
+        return spec.cls.__tensor_unflatten__(  # type: ignore[attr-defined]  # a wrapper subclass's protocol
+            inner, spec.ctx, spec.shape, spec.stride)
     if isinstance(spec[0], torch.Size):
         shape, stride, dtype, device = spec
         return torch.empty_strided(shape, stride, dtype=dtype, device=device)

@@ -176,7 +176,7 @@ def _down(view: RegionView, start: Collection[int], budget: float, keep: Collect
     saved = set(start)
     cost, lv = view.evaluate(saved)
     while cost.nbytes > budget:
-        best: Optional[tuple[float, int, int, int]] = None
+        best: Optional[tuple[float, float, int, int]] = None
         best_eval: Any = None
         for p in sorted((saved & lv.cached) - set(keep)):  # dropping an op backward does not read changes nothing
             trial = view.evaluate(saved - {p})

@@ -62,15 +62,17 @@ def einsum_batch(equation: str, operands: list[Any]) -> Optional[int]:
         out = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     sizes: dict[str, int] = {}
     ellipsis: list[tuple[int, ...]] = []
-    for sub, op in zip(inputs, operands):
+    for sub, op in zip(inputs, operands, strict=True):
         shape = _shape(op)
         if "..." in sub:
             head, tail = sub.split("...")
             n_ell = len(shape) - len(head) - len(tail)
             ellipsis.append(shape[len(head) : len(head) + n_ell])
-            dims = list(zip(head, shape[: len(head)])) + list(zip(tail, shape[len(shape) - len(tail) :]))
+            # Not strict: the equation is the caller's, and a malformed one is for torch's einsum to reject.
+            dims = list(zip(head, shape[: len(head)], strict=False))
+            dims += zip(tail, shape[len(shape) - len(tail) :], strict=False)
         else:
-            dims = list(zip(sub, shape))
+            dims = list(zip(sub, shape, strict=False))
         for c, n in dims:
             sizes[c] = max(sizes.get(c, 1), n)
     batch = math.prod(sizes[c] for c in set(inputs[0]) & set(inputs[1]) & set(out) if c.isalpha())
@@ -79,7 +81,7 @@ def einsum_batch(equation: str, operands: list[Any]) -> Optional[int]:
         a, b = ellipsis
         n = max(len(a), len(b))
         a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-        batch *= math.prod(max(x, y) for x, y in zip(a, b))
+        batch *= math.prod(max(x, y) for x, y in zip(a, b, strict=True))
     return batch
 
 

@@ -22,7 +22,6 @@ reproduce (an in-place op aliasing a saved buffer) is left to the greedy plan.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -143,7 +142,7 @@ class _Search:
         self.saved: list[int] = []
         self.best_saved: Optional[list[int]] = None
         self.nodes = 0
-        self.memo: dict[Any, list[tuple[int, int]]] = {}
+        self.memo: dict[Any, list[tuple[frozenset[int], int, int]]] = {}
         if self.prune:
             for k in view._packed_keys:
                 self.read[k] = self.read.get(k, 0) + 1

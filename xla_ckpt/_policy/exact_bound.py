@@ -25,6 +25,7 @@ Example: ``if s.rec + bound(s, p, 2, 6) >= s.best: prune``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from typing import Any
 
@@ -160,7 +161,7 @@ def _hull_segments(pts: list[tuple[int, int]]) -> list[tuple[float, int, int]]:
             else:
                 break
         hull.append((x, y))
-    return [((y1 - y2) / (x2 - x1), y1 - y2, x2 - x1) for (x1, y1), (x2, y2) in zip(hull, hull[1:])]
+    return [((y1 - y2) / (x2 - x1), y1 - y2, x2 - x1) for (x1, y1), (x2, y2) in itertools.pairwise(hull)]
 
 
 def walk(s: Any, p: int, cap: int) -> list[tuple[int, int, int, int, tuple[tuple[int, int], ...]]]:

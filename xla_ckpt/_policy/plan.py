@@ -135,7 +135,7 @@ class RegionView:
         """What a plan can depend on (hashable): each op with its output sizes, the dataflow, the free
         positions; equal for identical blocks, so a planner may reuse its answer."""
         ops = tuple((c.op, tuple(n for _, n in outs)) if c is not None else None
-                    for c, outs in zip(self.calls, self._outs))
+                    for c, outs in zip(self.calls, self._outs, strict=True))
         return (ops, tuple(self._deps), tuple(self._packed), tuple(self._always), self.free, self._fixed,
                 tuple(e[1] if e is not None else None for e in self._inputs))
 

@@ -21,21 +21,19 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import xla_ckpt
 from xla_ckpt import policies
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._compile import lowering as _lowering
-from xla_ckpt._compile import marks as _compiled
 from xla_ckpt._policy.plan import plans
 from xla_ckpt.models import GPT, GPTConfig
 
+from helpers import assert_same, example_policy, loss_grads
+
 # CI's newest-torch tier runs this file's slow tests too: the compiled path changes most between torch versions.
 pytestmark = pytest.mark.newest
-
-from helpers import assert_same, example_policy, loss_grads
 
 aten = torch.ops.aten
 CFG = GPTConfig(vocab_size=64, seq_len=16, n_layer=2, n_head=2, d_model=32)
@@ -192,7 +190,7 @@ def _eager(name: str) -> dict[str, Any]:
     return {"decisions": rec.log, "saved": saved, "saved_bytes": report.nbytes}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_run(name: str) -> dict[str, Any]:
     torch._dynamo.reset()
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))

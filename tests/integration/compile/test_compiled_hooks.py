@@ -97,7 +97,7 @@ def _pairs() -> list:
 def test_hooks_in_a_compiled_region_equal_the_plain_compile(kind: str, policy: str) -> None:
     ref, got = _run(kind, None), _run(kind, policy)
     assert len(got) == len(ref)  # each hook fired as often as in the plain compile
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -123,5 +123,5 @@ def test_untraceable_region_is_the_eager_run() -> None:
     eager = go(fn)
     torch._dynamo.reset()
     got = go(torch.compile(lambda x, w: xla_ckpt.checkpoint(fn, x, w, policy="nothing_saveable"), backend="aot_eager"))
-    for e, g in zip(eager, got):
+    for e, g in zip(eager, got, strict=True):
         torch.testing.assert_close(g, e, rtol=0, atol=0)

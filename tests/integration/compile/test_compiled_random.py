@@ -50,7 +50,7 @@ pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/conftest.py
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])
 def test_aot_backend_replays_the_forward_rng(policy: str) -> None:
     ref = _step(False, None)
-    for got, want in zip(_step(True, "aot_eager", policy), ref):
+    for got, want in zip(_step(True, "aot_eager", policy), ref, strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -61,7 +61,7 @@ def test_eager_backend_refuses_a_random_op_instead_of_a_wrong_gradient() -> None
 
 def test_eager_backend_without_random_ops_is_exact() -> None:
     ref = _step(False, None, p=0.0)
-    for got, want in zip(_step(True, "eager", p=0.0), ref):
+    for got, want in zip(_step(True, "eager", p=0.0), ref, strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -260,7 +260,7 @@ def test_hf_llama_every_preset_one_graph_and_the_plain_grads_under_eager_backend
     loss, grads, graphs = _llama_counting(preset, "eager")
     assert len(graphs) == 1
     torch.testing.assert_close(loss, _llama_plain[0])
-    for got, want in zip(grads, _llama_plain[1]):
+    for got, want in zip(grads, _llama_plain[1], strict=True):
         torch.testing.assert_close(got, want)
     assert _installed() == (0, False)
 
@@ -301,7 +301,7 @@ def _unneeded_noise(wrap: bool, policy: str) -> list[torch.Tensor]:
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])
 def test_random_ops_the_backward_does_not_need_run_as_in_the_plain_compile(policy: str) -> None:
     ref = _unneeded_noise(False, policy)
-    for got, want in zip(_unneeded_noise(True, policy), ref):
+    for got, want in zip(_unneeded_noise(True, policy), ref, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
@@ -326,7 +326,7 @@ def _written_statistics(wrap: bool) -> list[torch.Tensor]:
 
 def test_a_functional_ops_out_write_is_to_its_argument_not_its_input() -> None:
     ref = _written_statistics(False)
-    for got, want in zip(_written_statistics(True), ref):
+    for got, want in zip(_written_statistics(True), ref, strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -363,7 +363,7 @@ def test_a_region_dynamo_gives_up_on_draws_as_the_uncompiled_program() -> None:
     ref = _dead_draw(False, False)
     got = _dead_draw(True, True)
     assert len(got) == len(ref)
-    for g, want in zip(got, ref):
+    for g, want in zip(got, ref, strict=True):
         torch.testing.assert_close(g, want, rtol=0, atol=0)
 
 
@@ -389,5 +389,5 @@ def _no_grad_inputs(wrap: bool) -> list[torch.Tensor]:
 
 def test_random_ops_in_a_forward_only_graph_run_as_in_the_plain_compile() -> None:
     ref = _no_grad_inputs(False)
-    for got, want in zip(_no_grad_inputs(True), ref):
+    for got, want in zip(_no_grad_inputs(True), ref, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -74,7 +74,7 @@ def test_a_region_writing_its_inputs_compiles_to_the_unwrapped_gradients(case: s
         assert len(_step(case, None, compiled=True)) == len(want)
     got = _step(case, policy, compiled=True)
     assert len(got) == len(want)
-    for i, (g, r) in enumerate(zip(got, want)):
+    for i, (g, r) in enumerate(zip(got, want, strict=True)):
         torch.testing.assert_close(g, r, msg=lambda m, i=i: f"{case} {policy} value {i}: {m}")
 
 
@@ -177,6 +177,6 @@ def test_a_written_fresh_tensor_with_a_scalar_constant() -> None:
 
     want = _grad_input_step(region)
     for policy in POLICIES:
-        got = _grad_input_step(lambda a: xla_ckpt.checkpoint(region, a, policy=policy))
+        got = _grad_input_step(lambda a, policy=policy: xla_ckpt.checkpoint(region, a, policy=policy))
         for g, r in zip(got, want, strict=True):
             torch.testing.assert_close(g, r)

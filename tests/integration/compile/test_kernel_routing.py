@@ -11,10 +11,8 @@ wherever transformers >= 5.25 is installed.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-import pytest
 import torch
 from torch import nn
 

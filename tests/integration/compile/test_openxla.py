@@ -57,7 +57,7 @@ def _compiled(dev: torch.device, config: object) -> tuple[tuple[torch.Tensor, li
 
 def _assert_equal_grads(ref: tuple, got: tuple) -> None:
     torch.testing.assert_close(got[0], ref[0])
-    for i, (r, g) in enumerate(zip(ref[1], got[1])):
+    for i, (r, g) in enumerate(zip(ref[1], got[1], strict=True)):
         assert g is not None, f"parameter {i} has no grad"
         torch.testing.assert_close(g, r)
 
@@ -121,7 +121,7 @@ def test_openxla_budget_region_with_no_other_recompute_mark_is_planned(xla_devic
     ref, _ = step(None)
     budget = xla_ckpt.policies.memory_budget(0.3)  # built outside the compiled function
     got, plans = step(budget)
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         torch.testing.assert_close(g.cpu(), r.cpu())
     assert len(plans) == 1 and plans[0].positions == 4, plans
     assert plans[0].cost.nbytes < plans[0].baseline.nbytes, plans[0]  # it recomputes: the plan did something
@@ -156,7 +156,7 @@ def test_openxla_scan_layers_runs_as_compiled_regions(xla_device):
     dynamo_utils.counters.clear()
     got = grads(torch.compile(lambda x: xla_ckpt.scan_layers(layers, x, policy="dots_saveable").square().sum(),
                               backend="openxla"))
-    for r, g in zip(ref, got):
+    for r, g in zip(ref, got, strict=True):
         torch.testing.assert_close(g, r)
     assert dynamo_utils.counters["stats"]["unique_graphs"] == 1
     assert not dynamo_utils.counters["graph_break"]
@@ -271,7 +271,7 @@ def test_openxla_hf_llama_default_config_one_graph_equal_grads(xla_device):
     dynamo_utils.counters.clear()
     got = steps("megatron_selective", True)
     torch.testing.assert_close(got[0], ref[0])
-    for r, g in zip(ref[1:], got[1:]):
+    for r, g in zip(ref[1:], got[1:], strict=True):
         assert g is not None
         torch.testing.assert_close(g, r)
     assert not dynamo_utils.counters["graph_break"]
@@ -306,7 +306,7 @@ def test_openxla_dropout_in_the_regions_gives_equal_grads(xla_device):
 
     ref = step(None)
     for preset in ("megatron_selective", "full", {"checkpoint": [{"blocks": True, "budget": 0.3}]}):
-        for r, g in zip(ref, step(preset)):
+        for r, g in zip(ref, step(preset), strict=True):
             torch.testing.assert_close(g, r)
 
 
@@ -355,7 +355,7 @@ def test_openxla_graph_break_inside_a_region_runs_it_in_the_lazy_engine(xla_devi
     for build, args, loss_of, preset in cases:
         ref = run(build(), None, False, args, loss_of)
         got = run(build(), preset, True, args, loss_of)
-        for r, g in zip(ref, got):
+        for r, g in zip(ref, got, strict=True):
             assert g is not None
             torch.testing.assert_close(g, r)
         assert sum(dynamo_utils.counters["graph_break"].values()) > 0  # the region did break the graph

@@ -267,7 +267,7 @@ def test_lora_fsdp_xla_keeps_no_more_than_megatron_selective():
             with xla_ckpt.saved_activations() as report:
                 got = _grads(model, batch)
         kept[preset] = report.nbytes
-        assert all(g is not None for g, p in zip(got[1], model.parameters()) if p.requires_grad)
+        assert all(g is not None for g, p in zip(got[1], model.parameters(), strict=True) if p.requires_grad)
         assert_same(ref, got)
     assert kept["fsdp_xla"] == kept["megatron_selective"], kept  # 93572 bytes each on transformers 5.24
     plain = copy.deepcopy(base)

@@ -117,13 +117,13 @@ def _trains(arch: str, device: torch.device, presets: list[str]) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the once-per-class cache notice
             loss, grads, nbytes = _step(model, batch, device)
-        torch.testing.assert_close(loss, ref_loss, msg=lambda m: f"{arch} {preset} loss: {m}")
+        torch.testing.assert_close(loss, ref_loss, msg=lambda m, preset=preset: f"{arch} {preset} loss: {m}")
         diff = 0.0
         assert [n for n, _ in grads] == [n for n, _ in ref_grads]
-        for (name, g), (_, r) in zip(grads, ref_grads):
+        for (name, g), (_, r) in zip(grads, ref_grads, strict=True):
             assert r is not None, f"{arch}: reference grad of {name} is None"
             assert g is not None, f"{arch} {preset}: grad of {name} is None"
-            torch.testing.assert_close(g, r, msg=lambda m, name=name: f"{arch} {preset} {name}: {m}")
+            torch.testing.assert_close(g, r, msg=lambda m, name=name, preset=preset: f"{arch} {preset} {name}: {m}")
             diff = max(diff, float((g - r).abs().max()))
         ratio = nbytes / ref_bytes
         assert ratio < 1, f"{arch} {preset}: kept {nbytes} bytes, {ref_bytes} without checkpointing"
@@ -216,13 +216,13 @@ def test_default_config_compiles_to_one_graph(arch, preset):
 
         torch._dynamo.reset()
         compiled = torch.compile(model, fullgraph=True, backend=backend)
-        for step in range(2):
+        for _ in range(2):
             model.zero_grad(set_to_none=True)
             torch.manual_seed(5)
             loss = compiled(**batch).loss
             loss.backward()
     assert len(graphs) == 1, f"{arch} {preset}: {len(graphs)} graphs over two steps (a recompile)"
     torch.testing.assert_close(loss.detach(), ref_loss)
-    for (name, p), (_, r) in zip(model.named_parameters(), ref_grads):
+    for (name, p), (_, r) in zip(model.named_parameters(), ref_grads, strict=True):
         assert p.grad is not None, f"{arch} {preset}: grad of {name} is None"
-        torch.testing.assert_close(p.grad, r, msg=lambda m, name=name: f"{arch} {preset} {name}: {m}")
+        torch.testing.assert_close(p.grad, r, msg=lambda m, name=name, preset=preset: f"{arch} {preset} {name}: {m}")

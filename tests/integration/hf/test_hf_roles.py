@@ -82,7 +82,7 @@ def test_names_on_a_hf_llama_keeps_its_tagged_projections_exactly(device):
         assert grads.keys() == ref_grads.keys()
         for name, g in grads.items():
             assert g is not None and ref_grads[name] is not None, name
-            torch.testing.assert_close(g, ref_grads[name], msg=lambda m, name=name: f"{preset} {name}: {m}")
+            torch.testing.assert_close(g, ref_grads[name], msg=lambda m, name=name, preset=preset: f"{preset} {name}: {m}")
         if preset == "names":
             assert set(report.tagged.values()) == {"qkv", "attn_proj", "mlp_gate", "mlp_up", "mlp_down"}
             tagged = _tagged_bytes(model, ids.numel(), {"qkv", "mlp_up", "mlp_gate"})

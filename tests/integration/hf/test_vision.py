@@ -110,9 +110,9 @@ def test_find_blocks_takes_every_stage_and_reports_what_it_left_out():
     with xla_ckpt.saved_activations() as kept:
         loss, grads = _grads(model, x)
     torch.testing.assert_close(loss, ref_loss)
-    for a, b in zip(ref_grads, grads):
+    for a, b in zip(ref_grads, grads, strict=True):
         torch.testing.assert_close(b, a)
-    for (n, a), (_, b) in zip(ref.named_buffers(), model.named_buffers()):
+    for (n, a), (_, b) in zip(ref.named_buffers(), model.named_buffers(), strict=True):
         torch.testing.assert_close(b, a, msg=n)  # BatchNorm statistics moved once
     assert kept.nbytes < 0.6 * plain.nbytes, (kept.nbytes, plain.nbytes)
     # A stack of identical blocks is the unit, not the lists inside each (MoE experts): unchanged.
@@ -190,7 +190,7 @@ def test_checkpointed_twice_is_recomputed_once(reentrant):
     assert len(notices) == 1 and "checkpointed:" in notices[0], [str(w.message) for w in caught]
     for out in (got, got2):
         torch.testing.assert_close(out[0], ref[0])
-        for a, b in zip(ref[1], out[1]):
+        for a, b in zip(ref[1], out[1], strict=True):
             torch.testing.assert_close(b, a)
 
 
@@ -237,7 +237,7 @@ def test_a_buffer_the_forward_grows_by_assignment_is_exact():
     y_ref.sum().backward()
     y.sum().backward()
     torch.testing.assert_close(y, y_ref)
-    for (name, p), (_, q) in zip(plain.named_parameters(), model.named_parameters()):
+    for (name, p), (_, q) in zip(plain.named_parameters(), model.named_parameters(), strict=True):
         assert q.grad is not None, name
         torch.testing.assert_close(q.grad, p.grad)
     torch.testing.assert_close(model.seen, plain.seen)

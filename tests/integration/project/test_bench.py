@@ -54,7 +54,7 @@ def _check_timing(r, rounds, xla):
     assert r["step_s"] == t["step"]["median"] and r["step_spread"] >= 0 and r["time_ratio"] > 0
     if xla:  # host trace (until the sync call) is part of the step
         assert len(t["host_samples_s"]) == rounds
-        assert all(0 < h < s for h, s in zip(t["host_samples_s"], t["step_samples_s"]))
+        assert all(0 < h < s for h, s in zip(t["host_samples_s"], t["step_samples_s"], strict=True))
         assert r["trace_s"] > 0 and r["trace_spread"] >= 0 and r["trace_ratio"] > 0
     else:
         assert "host" not in t and "trace_s" not in r
@@ -189,4 +189,4 @@ def test_depth_sweep_xla(tmp_path, xla_device):
         assert len(doc["timing"]["entries"][f"L{n}:{v}"]["host_samples_s"]) == QUICK_ROUNDS
     assert set(doc["flatness"]) == set(depth.VARIANTS)
     for f in doc["flatness"].values():
-        assert list(f["slope_s_per_layer"]) == [f"{a}-{b}" for a, b in zip(depths, depths[1:])]
+        assert list(f["slope_s_per_layer"]) == [f"{a}-{b}" for a, b in zip(depths, depths[1:], strict=False)]

@@ -157,7 +157,8 @@ def _depth_fake(slopes_ms):
     a = argparse.Namespace(depths=depths)
     mem, ents = {}, {}
     for n in depths:
-        extra = sum(s * (min(n, hi) - lo) for (lo, hi), s in zip(zip(depths, depths[1:]), slopes_ms) if n > lo)
+        spans = zip(depths, depths[1:], strict=False)
+        extra = sum(s * (min(n, hi) - lo) for (lo, hi), s in zip(spans, slopes_ms, strict=True) if n > lo)
         for v, ms in (("none", 10 + 1.0 * n), ("xla_ckpt:full", 10 + 2.0 * 2 + extra),
                       ("xla_ckpt:megatron_selective", 10 + 2.0 * n)):
             mem[(n, v)] = {"compiled_peak_bytes": 1000 * n if v == "none" else 500 * n, "saved_bytes": 1,

@@ -22,7 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from doc_blocks import fences, pages, python_blocks
 
@@ -141,7 +140,7 @@ def _resolved() -> dict[tuple[str, str, bool], str]:
                           timeout=300, cwd=ROOT)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, proc.stderr[-3000:]
-    return dict(zip(calls, json.loads(line[-1][len("RESULT "):])))
+    return dict(zip(calls, json.loads(line[-1][len("RESULT "):]), strict=True))
 
 
 def resolve(calls: list[tuple[str, str, bool]]) -> dict[str, str]:
@@ -327,7 +326,7 @@ def test_the_benchmarks_page_headline_tables_are_the_committed_results():
             r = comp[key]
             mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
             peaks = (mib(r["compiled_peak_bytes"]), mib(r["forward_peak_bytes"]), mib(r["backward_peak_bytes"]))
-            want = ["%s (%s / %s)" % peaks,
+            want = ["{} ({} / {})".format(*peaks),
                     f"{r['peak_vs_compiled_none']:.2f}", _ratio(r["host_vs_lazy_none"]),
                     "1.00" if key == "none" else _ratio(r["step_vs_compiled_none"]), f"{r['first_step_s']:.1f}"]
             assert cells[1:] == want, (line, want)

@@ -47,9 +47,9 @@ REMOVED = frozenset(
 MACHINE_PATH = re.compile(r"(?<![\w.$~])/(?:work|tmp|root|home|Users|mnt|opt|var/folders)/")
 REPO_PATH = re.compile(r"(?<![\w/.-])((?:xla_ckpt|tests|bench|docs|policies)/[\w./-]*[\w/])")
 OUTPUT_FLAG = re.compile(r"--[\w-]+[ =]$")  # `--json bench/results/tpu.json`: a file the command writes
-LAYER_PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w/]*\w\.py)\b" % "|".join(LAYERS))
+LAYER_PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(LAYERS) + r")/[\w/]*\w\.py)\b")
 PRIVATE_FILE = re.compile(r"(?<![\w/.-])(_\w+\.py)\b")
-DOTTED = re.compile(r"(?<![\w./-])((?:xla_ckpt\.)?(?:%s)(?:\.\w+)+)" % "|".join(LAYERS))
+DOTTED = re.compile(r"(?<![\w./-])((?:xla_ckpt\.)?(?:" + "|".join(LAYERS) + r")(?:\.\w+)+)")
 PUBLIC_DOTTED = re.compile(r"(?<![\w./-])(xla_ckpt(?:\.\w+)+)")
 OLD_NAME = re.compile(r"(?<![\w./-])(_\w+)(?![\w/-])")
 

@@ -56,14 +56,14 @@ def test_ddp_checkpointed_equals_plain_ddp(ranks, model, variant, preset):
         expected = [""] if variant == "whole_model_region" else ["layers.0", "layers.1"]
         assert [n.removeprefix("module.") for n in got["wrapped"]] == expected, (where, got["wrapped"])
         # the policy did something (also asserted inside the rank): fewer bytes kept by every forward
-        assert all(c < p for c, p in zip(got["saved_bytes"], ref["saved_bytes"])), (where, got["saved_bytes"],
+        assert all(c < p for c, p in zip(got["saved_bytes"], ref["saved_bytes"], strict=True)), (where, got["saved_bytes"],
                                                                                     ref["saved_bytes"])
         assert len(got["loss"]) == len(ref["loss"]) == 2 * probe.VARIANTS[variant][2], where
-        for i, (g, r) in enumerate(zip(got["loss"], ref["loss"])):
+        for i, (g, r) in enumerate(zip(got["loss"], ref["loss"], strict=True)):
             _same(g, r, f"{where}: loss of micro-batch {i}")
-        for i, (g, r) in enumerate(zip(got["rng"], ref["rng"])):
+        for i, (g, r) in enumerate(zip(got["rng"], ref["rng"], strict=True)):
             _same(g, r, f"{where}: CPU RNG state after micro-batch {i}")
-        for step, (gs, rs) in enumerate(zip(got["grads"], ref["grads"])):
+        for step, (gs, rs) in enumerate(zip(got["grads"], ref["grads"], strict=True)):
             assert list(gs) == list(rs), where
             for name, r in rs.items():
                 if r is None:  # only a parameter no rank's forward reads has no grad, in both runs
@@ -83,9 +83,9 @@ def test_the_plain_ddp_reference_really_synced(ranks, model, variant):
     """The reference is DDP's work: the ranks' losses differ (their own batches), their grads and parameters
     agree after the all-reduce; the RNG streams differ (seeded per rank)."""
     r0, r1 = (res[(model, variant, "none")] for res in ranks)
-    assert all(not torch.equal(a, b) for a, b in zip(r0["loss"], r1["loss"])), (model, variant)
+    assert all(not torch.equal(a, b) for a, b in zip(r0["loss"], r1["loss"], strict=True)), (model, variant)
     assert all(math.isfinite(float(x)) for x in r0["loss"] + r1["loss"]), (model, variant)
-    for step, (g0, g1) in enumerate(zip(r0["grads"], r1["grads"])):
+    for step, (g0, g1) in enumerate(zip(r0["grads"], r1["grads"], strict=True)):
         for name, g in g0.items():
             if g is None:
                 assert g1[name] is None and variant == "find_unused" and _spare(name), (model, variant, name)

@@ -181,7 +181,7 @@ def test_root_forward_stays_the_bound_method_fsdp_wrappers_accept(preset):
         kinds = {e.kind for e in report.entries}
         assert ("parameter copy" in kinds) == (preset != "fsdp_xla"), kinds
     ref(idx, labels=idx).loss.backward()
-    for p, r in zip(model.parameters(), ref.parameters()):
+    for p, r in zip(model.parameters(), ref.parameters(), strict=True):
         assert p.grad is not None
         torch.testing.assert_close(p.grad, r.grad)
 

@@ -70,8 +70,8 @@ def test_fresh_tensor_views_are_exact_under_every_policy(xla_device, case, direc
             for verify in (False, True):
                 y, g = _grad(fn, x0.to(xla_device), policy=policy, verify=verify)
                 msg = f"{case} {name} verify={verify}"
-                torch.testing.assert_close(y, ref_y, msg=lambda m: f"{msg} forward: {m}")
-                torch.testing.assert_close(g, ref_g, msg=lambda m: f"{msg} grad: {m}")
+                torch.testing.assert_close(y, ref_y, msg=lambda m, where=msg: f"{where} forward: {m}")
+                torch.testing.assert_close(g, ref_g, msg=lambda m, where=msg: f"{where} grad: {m}")
 
 
 _ARGS = {
@@ -109,7 +109,7 @@ def test_fresh_tensor_views_through_checkpointed(xla_device):
         y.backward()
         outs.append((y.detach().cpu(), [p.grad.cpu() for p in m.parameters()]))
     torch.testing.assert_close(outs[1][0], outs[0][0])
-    for g, r in zip(outs[1][1], outs[0][1]):
+    for g, r in zip(outs[1][1], outs[0][1], strict=True):
         torch.testing.assert_close(g, r)
 
 
@@ -147,7 +147,7 @@ def test_mixtral_full_preset_on_xla_equals_the_plain_model(xla_device):
         results.append((loss.detach().cpu(), [(n, p.grad) for n, p in model.named_parameters()]))
     (ref_loss, ref_grads), (loss, grads) = results
     torch.testing.assert_close(loss, ref_loss)
-    for (name, g), (_, r) in zip(grads, ref_grads):
+    for (name, g), (_, r) in zip(grads, ref_grads, strict=True):
         assert r is not None and g is not None, f"grad of {name} is None"
         torch.testing.assert_close(g.cpu(), r.cpu(), msg=lambda m, name=name: f"{name}: {m}")
 

@@ -64,7 +64,7 @@ def test_hundred_cpu_steps_bitwise(policy):
         lr = _step(ref, opt_r, idx, tgt, step, device)
         lo = _step(ours, opt_o, idx, tgt, step, device)
         assert torch.equal(lo, lr), f"step {step}: loss {lo} vs {lr}"
-        for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
+        for (n, p), q in zip(ref.named_parameters(), ours.parameters(), strict=True):
             assert torch.equal(q, p), f"step {step}: parameter {n} differs"
         if step in (10, 99):
             live.append(_live_tensors())
@@ -91,5 +91,5 @@ def test_twenty_xla_steps_no_recompilation(xla_device):
         torch.testing.assert_close(lo.cpu(), lr.cpu(), **XLA_TOL)
         compiles.append(met.metric_data("CompileTime")[0])
     assert compiles[-1] == compiles[4], f"graphs compiled after step 4: {compiles}"
-    for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
+    for (n, p), q in zip(ref.named_parameters(), ours.parameters(), strict=True):
         torch.testing.assert_close(q.cpu(), p.cpu(), msg=lambda m, n=n: f"{n}: {m}", **XLA_TOL)

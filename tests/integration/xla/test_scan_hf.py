@@ -213,7 +213,7 @@ def test_stacked_weights_train_eval_and_generate_as_the_plain_model(xla_device, 
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1) for m in models]
     losses: list[list[float]] = [[], []]
     for _ in range(2):
-        for i, (m, opt) in enumerate(zip(models, opts)):
+        for i, (m, opt) in enumerate(zip(models, opts, strict=True)):
             opt.zero_grad(set_to_none=True)
             loss = m(**batch, use_cache=False).loss
             loss.backward()

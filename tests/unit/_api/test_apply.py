@@ -59,7 +59,7 @@ def test_decorator_forms(device, form):
             blk.__class__ = CBlock
     else:
         originals = [blk.forward for blk in model.layers]
-        for blk, fwd in zip(model.layers, originals):
+        for blk, fwd in zip(model.layers, originals, strict=True):
             blk.forward = xla_ckpt.checkpointed(policy="nothing_saveable")(fwd)
     got = _grads(model, idx)
     assert_same(ref, got)
@@ -190,7 +190,7 @@ def test_config_in_python_holds_a_policy_object_but_writes_only_data():
         with pytest.raises(xla_ckpt.ConfigError, match="cannot be written as data"):
             to_toml(xla_ckpt.load_config({"checkpoint": [{"blocks": True, "policy": policy}]}))
     model = _gpt("cpu")
-    with pytest.raises(xla_ckpt.ConfigError, match="checkpoint\\[0\\].policy: expected a policy name") as e:
+    with pytest.raises(xla_ckpt.ConfigError, match="checkpoint\\[0\\].policy: expected a policy name"):
         xla_ckpt.apply(model, {"checkpoint": [{"blocks": True, "policy": 3}]})
     assert not any("forward" in m.__dict__ for m in model.modules())
 

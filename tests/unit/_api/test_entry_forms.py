@@ -88,7 +88,8 @@ def test_every_entry_takes_every_form(tmp_path):
     x = torch.randn(3, 4, requires_grad=True)
     ref = grads_of(lambda t: t.sin().cos(), [x], [])
     for form in forms + [_dots_by_hand, "megatron_selective"]:
-        assert_same(ref, grads_of(lambda t: xla_ckpt.checkpoint(lambda u: u.sin().cos(), t, policy=form), [x], []))
+        assert_same(ref, grads_of(lambda t, form=form: xla_ckpt.checkpoint(lambda u: u.sin().cos(), t, policy=form),
+                                  [x], []))
     m = xla_ckpt.checkpointed(nn.Linear(4, 4), policy="dots")
     assert xla_ckpt._api.wrap.checkpoint_policy(m) is policies.dots_saveable
 

@@ -88,7 +88,7 @@ def test_fit_recommendation_applies_to_an_hf_model_and_trains_exactly(roomy, pol
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (plain, ckpt)]
     for step in range(2):
         results = []
-        for m, opt in zip((plain, ckpt), opts):
+        for m, opt in zip((plain, ckpt), opts, strict=True):
             opt.zero_grad()
             with xla_ckpt.saved_activations() as kept:
                 out = m(**batch)
@@ -98,7 +98,7 @@ def test_fit_recommendation_applies_to_an_hf_model_and_trains_exactly(roomy, pol
         (ref_out, ref_g, ref_kept), (got_out, got_g, got_kept) = results
         assert_same((ref_out, ref_g), (got_out, got_g), names=[n for n, _ in plain.named_parameters()])
         assert got_kept < ref_kept, (step, got_kept, ref_kept)  # the config did keep less
-    for p, q in zip(plain.parameters(), ckpt.parameters()):
+    for p, q in zip(plain.parameters(), ckpt.parameters(), strict=True):
         torch.testing.assert_close(q, p)
 
 

@@ -259,7 +259,7 @@ def test_hf_eval_with_grad_and_cache_runs_plainly(preset):
     with pytest.warns(UserWarning, match="eval mode with grad enabled and a key/value cache.*use_cache=False"):
         got = grads_of(lambda: run(model), [], list(model.parameters()))
     assert_same(ref, got)
-    for a, b in zip(caches[plain].layers, caches[model].layers):
+    for a, b in zip(caches[plain].layers, caches[model].layers, strict=True):
         torch.testing.assert_close(b.keys, a.keys)
         torch.testing.assert_close(b.values, a.values)
     # Eval without a cache still checkpoints.

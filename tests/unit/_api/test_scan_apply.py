@@ -175,7 +175,7 @@ def test_a_scanned_model_looks_like_the_plain_one():
     batch = hf_models.batch("llama", plain)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1) for m in (plain, model)]
     for _ in range(2):
-        for m, opt in zip((plain, model), opts):
+        for m, opt in zip((plain, model), opts, strict=True):
             opt.zero_grad()
             m(**batch, use_cache=False).loss.backward()
             opt.step()

@@ -48,7 +48,7 @@ def _run(xla_device, monkeypatch, manual: bool):
         y = _fn(x, w) if policy is None else xla_ckpt.checkpoint(_fn, x, w, policy=policy)
         y.backward()
         grads.append((x.grad.cpu(), w.grad.cpu()))
-    for got, ref in zip(grads[1], grads[0]):
+    for got, ref in zip(grads[1], grads[0], strict=True):
         torch.testing.assert_close(got, ref)
     return annotated, built
 

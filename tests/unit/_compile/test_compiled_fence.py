@@ -74,7 +74,7 @@ def test_fenced_backward_ties_every_recompute_to_a_gradient(policy: str) -> None
     ref, _ = _run(None, fence=False)
     plain, bw_plain = _run(policy, fence=False)
     fenced, bw = _run(policy, fence=True)
-    for r, p, f in zip(ref, plain, fenced):
+    for r, p, f in zip(ref, plain, fenced, strict=True):
         assert f is not None
         torch.testing.assert_close(p, r)
         torch.testing.assert_close(f, r)

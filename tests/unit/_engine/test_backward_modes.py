@@ -68,7 +68,7 @@ def test_dropout_region_under_a_mode_around_backward(device, direct, policy, mod
     ref, plain = _step(device, None, mode)
     got, counted = _step(device, policy, mode)
     tol = XLA_TOL if device.type == "xla" else {"rtol": 0.0, "atol": 0.0}
-    for name, r, g in zip(("output", "x.grad", "w.grad"), ref, got):
+    for name, r, g in zip(("output", "x.grad", "w.grad"), ref, got, strict=True):
         torch.testing.assert_close(g, r, msg=lambda m, name=name: f"{name}: {m}", **tol)
     if policy == "nothing_saveable":
         # The caller's modes still see the recompute: matmuls run again in backward.
@@ -226,7 +226,7 @@ def test_flop_counter_around_autograd_grad_of_a_region_that_runs_fn_again(device
         results.append(([out.detach().cpu()] + [g.cpu() for g in grads], flops.get_total_flops()))
     (ref, plain_flops), (got, flops_got) = results
     tol = XLA_TOL if device.type == "xla" else {"rtol": 0.0, "atol": 0.0}
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r, **tol)
     assert flops_got > plain_flops  # the mode still counts the recomputed matmuls
     assert not original._backward_hooks  # no tracker hook left on the user's parameter

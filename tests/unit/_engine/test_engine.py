@@ -21,7 +21,6 @@ from helpers import seed_all
 from helpers import OpCounter, assert_same, example_policy, grads_of, torch_dots, torch_sac_context
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine.backward_device import XlaBackward
-from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.opcall import OpCall
 from xla_ckpt._ir import replay_state as _replay_state
 from xla_ckpt._hooks import saved as _saved
@@ -387,7 +386,7 @@ def test_fence_is_exact_and_cheap(xla_device, monkeypatch):
     assert 0 < sum(elements) <= 0.01 * counter.get_total_flops(), (sum(elements), counter.get_total_flops())
     monkeypatch.setattr(XlaBackward, "capture_grad", lambda self, g: None)  # no gradient: no fence
     unfenced = run()
-    for a, b in zip(fenced[0] + fenced[1], unfenced[0] + unfenced[1]):
+    for a, b in zip(fenced[0] + fenced[1], unfenced[0] + unfenced[1], strict=True):
         assert torch.equal(a.cpu(), b.cpu())
 
 

@@ -69,7 +69,7 @@ def test_a_bias_only_a_saved_op_read_keeps_the_plain_gradients(device):
     plain = _step(block, x, None, "bias", device)
     block, x = _fresh(device)
     got = _step(block, x, "dots_saveable", "bias", device)
-    for i, (g, r) in enumerate(zip(got, plain)):
+    for i, (g, r) in enumerate(zip(got, plain, strict=True)):
         torch.testing.assert_close(g, r, msg=lambda m, i=i: f"grad {i}: {m}",
                                    **(XLA_TOL if device.type == "xla" else {}))
 
@@ -145,7 +145,7 @@ def test_a_saved_constant_built_from_changing_python_state_is_the_forwards():
     for policy in (None, "nothing_saveable"):
         calls = iter(range(100))
 
-        def fn(x: torch.Tensor) -> torch.Tensor:
+        def fn(x: torch.Tensor, calls=calls) -> torch.Tensor:
             idx = torch.tensor([next(calls) % 4])
             return torch.sin(x.index_select(0, idx))
 
@@ -189,7 +189,7 @@ def _closure_read_through(device: torch.device, view: str, scale: float, replay)
         c = torch.randn(8, 8 if view == "slice_of_t" else 1).squeeze(-1).to(device)
         x = torch.randn(4, 8).to(device).requires_grad_()
 
-        def fn(t: torch.Tensor) -> torch.Tensor:
+        def fn(t: torch.Tensor, c=c) -> torch.Tensor:
             return torch.sin(t + VIEWS[view](c))
 
         with replay():

@@ -20,13 +20,13 @@ def _inputs(device, affine_w, affine_b, rg):
     x = torch.randn(3, 5, 16, generator=g)
     w = torch.randn(16, generator=g) if affine_w else None
     b = torch.randn(16, generator=g) if affine_b else None
-    return [t.to(device).requires_grad_(r) if t is not None else None for t, r in zip((x, w, b), rg)]
+    return [t.to(device).requires_grad_(r) if t is not None else None for t, r in zip((x, w, b), rg, strict=True)]
 
 
 @pytest.mark.parametrize("affine_w,affine_b,rg", CASES)
 def test_values_and_every_grad_equal_f_layer_norm(device, affine_w, affine_b, rg):
     x, w, b = _inputs(device, affine_w, affine_b, rg)
-    wanted = [t for t, r in zip((x, w, b), rg) if t is not None and r]
+    wanted = [t for t, r in zip((x, w, b), rg, strict=True) if t is not None and r]
     inputs, params = wanted[:1] if rg[0] else [], wanted[1:] if rg[0] else wanted
     ref = grads_of(lambda *_: F.layer_norm(x, (16,), w, b, 1e-5), inputs, params)
     got = grads_of(lambda *_: layer_norm(x, (16,), w, b, 1e-5), inputs, params)
@@ -41,7 +41,7 @@ def test_double_backward_equals_f_layer_norm(device):
         y = fn(x, (16,), w, b, 1e-5)
         gx, gw = torch.autograd.grad((y * y).sum(), [x, w], create_graph=True)
         out.append(torch.autograd.grad(gx.pow(2).sum() + gw.sum(), [x, w, b]))
-    for r, g in zip(*out):
+    for r, g in zip(*out, strict=True):
         torch.testing.assert_close(g.cpu(), r.cpu())
 
 

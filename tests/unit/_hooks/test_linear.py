@@ -208,7 +208,7 @@ def test_double_backward(device):
 
     ref = second_order(F.linear)
     got = second_order(xla_ckpt.linear)
-    for name, r, o in zip("xwb", ref, got):
+    for name, r, o in zip("xwb", ref, got, strict=True):
         if r is None:
             assert o is None or torch.count_nonzero(o.cpu()) == 0, name
         else:

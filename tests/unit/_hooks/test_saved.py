@@ -14,7 +14,7 @@ from helpers import assert_same, grads_of
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt.models import Block, GPTConfig
 
-B, D, H, O = 5, 8, 16, 4
+B, D, H, OUT = 5, 8, 16, 4
 F32 = 4
 # Under autocast both runs compute in bf16 with the same ops, but weight casts re-derived in
 # backward (ours) vs cached from forward (stock) may take another kernel path: bf16 precision.
@@ -23,7 +23,7 @@ AUTOCAST_TOL = dict(rtol=1.6e-2, atol=1e-2)
 
 def _mlp(device):
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(D, H), nn.GELU(), nn.Linear(H, O)).to(device)
+    return nn.Sequential(nn.Linear(D, H), nn.GELU(), nn.Linear(H, OUT)).to(device)
 
 
 def _no_hooks_left():
@@ -42,7 +42,7 @@ def test_exact_bytes(device, variant):
     if variant == "ours":
         xla_ckpt.patch_linear(model)
     activations = F32 * (B * D + B * H + B * H)  # x, pre-GELU h, GELU output
-    weight_copies = F32 * (D * H + H * O)  # the transposed weights stock linear saves
+    weight_copies = F32 * (D * H + H * OUT)  # the transposed weights stock linear saves
     with xla_ckpt.saved_activations() as report:
         if variant == "stock+by_reference":
             with xla_ckpt.weights_by_reference():
@@ -62,7 +62,7 @@ def test_exact_bytes(device, variant):
     assert report.by_module() == {
         "0": F32 * (B * D + (D * H if copies else 0)),  # Linear 0 saves x (and its weight copy)
         "1": F32 * B * H,  # GELU saves its input
-        "2": F32 * (B * H + (H * O if copies else 0)),  # Linear 2 saves the GELU output
+        "2": F32 * (B * H + (H * OUT if copies else 0)),  # Linear 2 saves the GELU output
     }
     y.sum().backward()
     _no_hooks_left()
@@ -75,12 +75,12 @@ def test_xla_stock_copies_disappear_by_reference(xla_device):
     with xla_ckpt.saved_activations() as stock:
         model(x)
     copies = [e for e in stock.entries if e.kind == "parameter copy"]
-    assert sorted(e.shape for e in copies) == [(D, H), (H, O)]
+    assert sorted(e.shape for e in copies) == [(D, H), (H, OUT)]
     assert all(e.grad_fn == "TBackward0" and e.device.type == "xla" for e in copies)
     with xla_ckpt.saved_activations() as ours, xla_ckpt.weights_by_reference():
         model(x)
     assert not [e for e in ours.entries if e.kind == "parameter copy"]
-    assert stock.nbytes - ours.nbytes == sum(e.nbytes for e in copies) == F32 * (D * H + H * O)
+    assert stock.nbytes - ours.nbytes == sum(e.nbytes for e in copies) == F32 * (D * H + H * OUT)
 
 
 def test_report_summaries_and_table():
@@ -130,7 +130,7 @@ def test_poisoned_weights(device, by_reference):
     model = _mlp(device)
     g = torch.Generator().manual_seed(3)
     x = torch.randn(B, D, generator=g).to(device).requires_grad_()
-    cot = torch.randn(B, O, generator=g).to(device)
+    cot = torch.randn(B, OUT, generator=g).to(device)
     with xla_ckpt.weights_by_reference() if by_reference else torch.enable_grad():
         y = model(x)
     old = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -71,7 +71,7 @@ def _measure(fn, x, device):
 
 
 def _chosen(view, decisions) -> set[int]:
-    return {p for p, d in zip(view.free, decisions) if d is Decision.SAVE}
+    return {p for p, d in zip(view.free, decisions, strict=True) if d is Decision.SAVE}
 
 
 # XLA compiles each fraction: 0.5 is in the fast tier on both devices, the others on CPU only.
@@ -184,7 +184,7 @@ def test_hf_llama_layers_keep_the_budget(fraction, monkeypatch):
     assert len(report.wrapped) == 2
     loss, grads, kept, _ = _llama_step(wrapped, batch)
     torch.testing.assert_close(loss, ref_loss)
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=True):
         assert g is not None
         torch.testing.assert_close(g, r)
     assert len(seen) == 2  # one plan per layer

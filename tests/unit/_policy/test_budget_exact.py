@@ -43,7 +43,7 @@ def gpt2_view():
 def _planned(policy: memory_budget, view) -> set[int]:  # noqa: ANN001
     decisions = policy.plan(view)
     assert len(decisions) == len(view.free)
-    return {p for p, d in zip(view.free, decisions) if d is Decision.SAVE}
+    return {p for p, d in zip(view.free, decisions, strict=True) if d is Decision.SAVE}
 
 
 def test_exact_plan_fits_and_never_recomputes_more_than_greedy(gpt2_view) -> None:  # noqa: ANN001

@@ -39,7 +39,7 @@ def views():
 def _ours(view, f: float) -> int:  # noqa: ANN001
     with forgetting():
         decisions = memory_budget(f).plan(view)
-    cost = view.cost({p for p, d in zip(view.free, decisions) if d is Decision.SAVE})
+    cost = view.cost({p for p, d in zip(view.free, decisions, strict=True) if d is Decision.SAVE})
     assert cost.nbytes <= budget_bytes(f, view.baseline.nbytes), (f, cost)
     return cost.recompute
 
