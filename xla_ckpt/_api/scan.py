@@ -28,7 +28,8 @@ from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._compile.lowering import mark_of
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._policy.plan import plans
-from xla_ckpt._ir.opcall import Decision, Policy, ask
+from xla_ckpt._ir.opcall import Decision, Policy
+from xla_ckpt._policy.decide import Why, decide
 from xla_ckpt._policy.registry import resolve
 
 __all__ = ["scan_layers", "partition_fn"]
@@ -69,11 +70,14 @@ def mark(joint: GraphModule, num_fwd_outputs: int, policy: Policy) -> dict[str, 
         if not isinstance(n.target, torch._ops.OpOverload) or skipped(n.target):
             n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
             continue
-        if n.target._schema.is_mutable:
+        args, kwargs = tree_map(val, (n.args, n.kwargs))
+        call = CompiledOpCall(n.target, tuple(args), dict(kwargs), n.meta.get("val"))
+        # Random ops are refused above and planning policies by ``_per_op``: only the write rule and the policy.
+        decision, why = decide(policy, call, keep=False, writes=n.target._schema.is_mutable, planning=False,
+                               where="scan_layers")
+        if why is Why.WRITES:
             n.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
             continue
-        args, kwargs = tree_map(val, (n.args, n.kwargs))
-        decision = ask(policy, CompiledOpCall(n.target, tuple(args), dict(kwargs), n.meta.get("val")), "scan_layers")
         decided[n.name] = decision
         n.meta["recompute"] = mark_of(decision)
         for u in n.users:
