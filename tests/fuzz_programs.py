@@ -635,6 +635,11 @@ def _fresh_step(kind: str, variant: int, x: torch.Tensor) -> torch.Tensor:
     return _index_put_fresh(variant, x)
 
 
+def reads_region(variant: int) -> bool:
+    """Whether a ``view_writes`` step of ``variant`` writes a view of a region value (else only constants)."""
+    return (variant // 3) % 8 != 0
+
+
 def _view_writes(variant: int, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """A fresh copy of ``x`` written in place through three views, each decoded from ``variant``; a write
     reads a constant or a view of ``r`` (a region input or intermediate). The result reads every write."""

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 import xla_ckpt
 from helpers import replay_kind
 from fuzz_check import EXACT, XLA_TOL, check, fuzz, same
-from fuzz_programs import AFTER, BACKWARD, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, policy_specs, programs, resolve, run
+from fuzz_programs import (AFTER, BACKWARD, FRESH_KINDS, HOOKS, OUTER, Step, focused_programs, policy_specs, programs,
+                           reads_region, resolve, run)
 from fuzz_user_kinds import USER_KINDS
 
 @fuzz()
@@ -55,6 +56,10 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks
     # input_element_count (16 vs. 0)"), without the library too, and the process is unusable after it
     # (found by the hunt profile).
     assume(hooks != "forward_ad" or not any(s.kind == "index_put_fresh" and s.variant >= 2 for s in steps))
+    # The same lowering fails for a write through a view of a fresh tensor that reads a region value under
+    # forward AD (``view_writes`` with a read: "Error while lowering: aten::as_strided ... storage_offset +
+    # slice_size <= input_element_count (16 vs. 0)"), in the plain run too, and the process is unusable after it.
+    assume(hooks != "forward_ad" or not any(s.kind == "view_writes" and reads_region(s.variant) for s in steps))
     with replay_kind(direct):
         check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
