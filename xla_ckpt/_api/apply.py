@@ -212,7 +212,7 @@ def apply(model: nn.Module, config: Union[Config, Mapping[str, Any], str, os.Pat
         report.on_xla = any(p.device.type == "xla" for p in model.parameters())
     by_reference = cfg.weights_by_reference and not by_reference_hooked(model)
     if by_reference:
-        # Hooks, not a replaced forward: FSDP wrappers accept the module (issue 31).
+        # Hooks, not a replaced forward: FSDP wrappers accept the module (``_api/by_reference.py`` says why).
         hook_by_reference(model)
     _Applied.record(model, {n: m for n, m, _ in final}, cfg.patch_linear, by_reference,
                     bool(report.corrected_outside))

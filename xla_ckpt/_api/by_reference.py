@@ -2,7 +2,7 @@
 
 Why hooks and not an instance-level ``forward``: the FSDP wrappers check ``module.forward.__func__``
 (torch_xla's ``SpmdFullyShardedDataParallel`` and ``XlaFullyShardedDataParallel`` refuse a callable without
-it: "The module wrapped by FSDP *must define a `forward` method*", issue 31), and accelerate's mixed precision
+it: "The module wrapped by FSDP *must define a `forward` method*"), and accelerate's mixed precision
 rebinds ``model.forward.__func__`` (a method-like object whose ``__func__`` is the class's forward would be
 dropped there, silently). With hooks ``model.forward`` stays the class's own bound method: its signature
 (HF ``Trainer`` filters dataset columns by it), ``state_dict()`` keys, pickling and ``deepcopy`` are unchanged.

@@ -91,7 +91,7 @@ class Config:
     patch_linear: bool = False
     weights_by_reference: bool = False
     # On XLA, the nn.Linear / nn.LayerNorm modules outside the checkpointed ones keep what they keep on CPU
-    # (the weight, not a transposed copy; the input, not also its normalized copy): _api/outside.py, issue 31.
+    # (the weight, not a transposed copy; the input, not also its normalized copy): _api/outside.py.
     correct_outside: bool = True
     verify: bool = False  # every wrapped module recomputes its saved outputs too and compares (checkpoint verify=)
     scan: bool = False  # the HF decoder stack runs as one torch_xla scan, its body marked by the blocks' policy

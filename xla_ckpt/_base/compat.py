@@ -215,7 +215,7 @@ def plain_under_forward_ad(name: str) -> bool:
     """Whether a region entered now must run as plain PyTorch: forward-mode AD is on (``dual_level``).
 
     Forward AD computes tangents as fn's ops run, through ops the region's mode would take for fn's
-    own (its tangent tensors have no storage of their own to key: the engine raised a bare
+    own (its tangent tensors have no storage of their own to key: the engine would raise a bare
     RuntimeError), and torch's own checkpoint fails there too (its ``autograd.Function`` has no
     ``jvp``). Running the function plainly gives exactly the values, tangents and gradients it gives
     without the library, saving nothing: warned once per function.

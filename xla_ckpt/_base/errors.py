@@ -71,7 +71,7 @@ def refuse_torchscript(obj: Any, who: str) -> None:
     """Raise a ``TypeError`` naming the fix when ``obj`` is TorchScript (``torch.jit.script`` / ``trace``).
 
     TorchScript's graph executor profiles a graph's first calls and runs an optimized one after, with
-    other ops and other saved tensors: fn run again in backward was a false CheckpointError ("saved 9
+    other ops and other saved tensors: fn run again in backward would raise a false CheckpointError ("saved 9
     tensors; the forward ... saved 8"), and a scripted module's ``forward`` cannot be replaced (a bare
     AttributeError). Scripted *submodules* inside a checkpointed Python module still run.
 

@@ -3,7 +3,7 @@
 The library replaces a module's ``forward`` per instance (a checkpointed module, a corrected Linear or
 LayerNorm outside the regions): ``state_dict`` keys, ``repr`` and pickling stay the module's own. FSDP
 wrappers (torch_xla's FSDPv2 and XLA FSDP, torch's FSDP2) check that ``module.forward`` is a method by its
-``__func__`` / ``__self__`` (issue 31: ``apply(model, "fsdp_xla")`` was refused by FSDPv2 without them).
+``__func__`` / ``__self__`` (without them FSDPv2 refuses ``apply(model, "fsdp_xla")``).
 """
 
 from __future__ import annotations

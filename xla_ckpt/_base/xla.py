@@ -1,7 +1,11 @@
-"""Everything that knows about torch_xla lives here; torch_xla is imported lazily.
+"""Most of what the library asks torch_xla (devices, buffers, RNG, syncs, host offload), imported lazily.
 
 The rest of the library asks this module questions ("is this an XLA tensor?", "which buffer is it?")
-so that ``import xla_ckpt`` and every eager feature work on machines without torch_xla.
+so that ``import xla_ckpt`` and every eager feature work on machines without torch_xla. Four other
+modules import torch_xla themselves, always inside the function that needs it, because what they use
+belongs to their own feature: ``_base/xla_state.py`` (state torch_xla keeps outside the dispatcher:
+sharding, SPMD mode), ``_api/scan.py`` and ``_api/scan_stack.py`` (torch_xla's scan, imported only when
+a scan runs) and ``_cli/explain.py`` (the ``xla`` device the command line is asked for).
 """
 
 from __future__ import annotations
@@ -119,9 +123,9 @@ def buffer_key(t: torch.Tensor) -> Hashable:
     storage = t.untyped_storage()
     # The storage's serial number, not its address: a region's intermediate freed in the forward
     # (``rows.flip(0)`` after an ``index_put_``) and a tensor fn then builds outside the dispatcher
-    # (``torch.tensor(...)``) can get the same memory; keyed by address, the engine took the new tensor
-    # for the dead op's output, and backward read that op's recomputed values instead (a silently wrong
-    # gradient, found by the compiled fuzz in CI). Not ``_cdata`` either: a freed StorageImpl's address is
+    # (``torch.tensor(...)``) can get the same memory; keyed by address, the engine would take the new
+    # tensor for the dead op's output, and backward would read that op's recomputed values instead (a
+    # silently wrong gradient). Not ``_cdata`` either: a freed StorageImpl's address is
     # reused too. torch keeps one Python object per storage for the storage's whole life (PyObject
     # preservation, as for tensors), so the number lives on it; a copy is a new object, and the
     # ``_cdata`` check keeps a copied ``__dict__`` from sharing it (tests/unit/_base/test_buffer_key.py
@@ -330,9 +334,9 @@ def einsum_visible() -> Iterator[None]:
     A checkpoint region enters it in forward and in replay so that a policy sees einsum's matmul on
     XLA as it does on CPU (a ``bmm``; its batch size classifies it). Same values, same gradients.
     ``torch.einsum`` is swapped for the block's duration and put back after, reference counted over
-    threads (another thread's einsum meanwhile also runs the composite: same values). A
-    TorchFunctionMode did this before, at the price of a Python call for every torch function of
-    the region: about a seventh of a GPT block's host trace. A reference taken before the block
+    threads (another thread's einsum meanwhile also runs the composite: same values). Not a
+    TorchFunctionMode: that costs a Python call for every torch function of the region, about a
+    seventh of a GPT block's host trace. A reference taken before the block
     (``from torch import einsum``) runs torch_xla's fused einsum, which no dispatch mode sees.
 
     Example:

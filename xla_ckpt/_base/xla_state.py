@@ -2,10 +2,10 @@
 
 Three kinds matter to a region: the functionalization wrapper that gives an XLA tensor's views their
 meaning (a dispatch mode's factory ops come back without it), the sharding that ``xs.mark_sharding``
-attaches to a value (a recorded program that recomputes the value drops it; both issue 20), and a new
+attaches to a value (a recorded program that recomputes the value drops it), and a new
 lazy value that a torch_xla call gives a tensor in place (``xm.all_reduce``'s list form: the recorded
 program recomputes the value from before it).
-torch_xla is imported lazily, through ``_base.xla``.
+torch_xla is imported lazily: through ``_base.xla``, and ``torch_xla.runtime`` inside :func:`spmd`.
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ def assign(t: torch.Tensor, value: torch.Tensor, kept: Collection[Hashable] = ()
 
 # ``xs.mark_sharding`` is no ATen op: it attaches an ``OpSharding`` to the XLA tensor itself
 # (``_XLAC._xla_mark_sharding``), so a dispatch mode never sees it and a recorded ATen program that
-# recomputes the tensor drops it. The SPMD partitioner then recomputes an annotated activation
-# replicated (issue 20: f32[256,4096] per device instead of f32[256,1024], 1.66x the peak of no
-# checkpointing). ATen ops never set one on their outputs: a sharding on a recorded op's output was
-# attached by a call outside the dispatcher, and the replay carries it (``_engine.direct``).
+# recomputes the tensor drops it. The SPMD partitioner would then recompute an annotated activation
+# replicated (f32[256,4096] per device instead of f32[256,1024], 1.66x the peak of no checkpointing).
+# ATen ops never set one on their outputs: a sharding on a recorded op's output comes from a call
+# outside the dispatcher, and the replay carries it (``_engine.direct``).
 
 
 def spmd() -> bool:

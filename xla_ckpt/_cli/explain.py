@@ -29,8 +29,8 @@ from xla_ckpt.models import GPT, GPTConfig
 
 __all__ = ["explain", "producer"]
 
-# ``llama-hf`` was a second, differently sized Llama (models.llama_hf: cache off, eager attention, a 4x
-# MLP); ``llama`` is the same architecture from its default config, as users meet it. One name stays.
+# ``llama-hf`` is accepted for ``llama``: the same architecture, from its default config as users meet it,
+# so one name is explained and both work.
 ALIASES = {"llama-hf": "llama"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 

@@ -9,7 +9,7 @@ liveness, our costs) runs there, and its decisions become the marks torch's min-
 
 - while the region is traced, the policy_fn (``_compile.marks``) marks the ops the plan will decide
   ``PREFER_SAVE`` (a mark torch's min-cut ignores: were this step skipped, the region would run
-  unmarked, as before, never wrongly) and registers the region's ``ac_graph_id`` (process-wide unique,
+  unmarked, never wrongly) and registers the region's ``ac_graph_id`` (process-wide unique,
   ``torch._higher_order_ops.wrap.tag_nodes``) with its policy; forced marks stay (random ops saved on
   XLA, mutations recomputed, views recomputed from their base);
 - :func:`planned` wraps the partition function: before the min-cut runs, :func:`plan_joint` builds each
@@ -284,8 +284,8 @@ def sees_unplanned(has_recomputable_ops: Callable[[GraphModule], bool]) -> Calla
 
     torch's ``default_partition`` (``backend="openxla"``'s) calls the min-cut, where regions are planned
     (:func:`planned`), only for a graph with a node marked for recompute; a planning region's ops are
-    ``PREFER_SAVE`` until planned, so a region with no other recompute mark ran unmarked (the fuzz under
-    openxla: every budget region of its small programs). Once planned, torch's own answer.
+    ``PREFER_SAVE`` until planned, so a region with no other recompute mark would run unmarked (under
+    openxla, any small budget region). Once planned, torch's own answer.
     """
     if getattr(has_recomputable_ops, "_xla_ckpt_planned", False):
         return has_recomputable_ops

@@ -6,8 +6,8 @@ returned. An exception out of the forward (a policy raising inside the ``policy_
 ``_CachingTorchDispatchMode`` calls) leaves that generator suspended: the dispatch mode and the
 saved-tensor hooks stay installed for as long as the generator lives, and the exception's traceback
 keeps it alive (pytest's report, a notebook's last traceback, ``sys.last_traceback``). Every later op
-of the process then goes through the dead region's mode and every saved tensor into its frame (issue
-28: ``nn.Linear(16, 32)`` afterwards raised "random op aten.uniform_ ...").
+of the process then goes through the dead region's mode and every saved tensor into its frame
+(``nn.Linear(16, 32)`` afterwards raises "random op aten.uniform_ ...").
 
 So a forward-time error is not raised where it is found. :class:`Deferred` keeps it, the policy lets
 the forward run on (any mark will do: the step fails), and :class:`ForwardContext`, which is the
@@ -89,7 +89,7 @@ class ForwardContext(TorchDispatchMode):
     # torch >= 2.13 numbers each compiled region by writing ``fwd_ctx.ac_graph_id`` on the forward
     # context its ``context_fn`` returned (``tag_activation_checkpoint_impl``); the inner mode copies it
     # into every node's meta, and the partitioner compares the ids of neighbouring nodes
-    # (``cleanup_recompute_tags``: ``None > None`` raised a TypeError with the id left on this wrapper).
+    # (``cleanup_recompute_tags``: left on this wrapper, the id reaches no node and ``None > None`` raises a TypeError).
     # torch 2.9 numbers the nodes itself and never sets it.
     @property
     def ac_graph_id(self) -> Any:

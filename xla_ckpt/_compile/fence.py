@@ -184,9 +184,9 @@ def separate_saved_writes(fw: GraphModule, num_fwd_outputs: Any) -> int:
     Such a value appears twice in the forward's return: first as the new value AOTAutograd's epilogue
     copies into the input (a buffer the region advances, ``self.n.add_(1)``; the write is saved,
     ``_compile.input_writes``), then as a value backward reads (``1 + 0.1 * n`` recomputed from it).
-    Under ``openxla`` torch_xla's bridge then took the saved value's device data for a constant of the
-    backward graph (after the epilogue's copy it is the buffer's): backward read the first step's value at
-    every step, silently (x.grad 1.1, 1.1, 1.1 where the plain compile gives 1.1, 1.2, 1.3). ``clone`` is no
+    Under ``openxla`` torch_xla's bridge would take the saved value's device data for a constant of the
+    backward graph (after the epilogue's copy it is the buffer's): backward would read the first step's value
+    at every step, silently (x.grad 1.1, 1.1, 1.1 where the plain compile gives 1.1, 1.2, 1.3). ``clone`` is no
     copy there (the same lazy IR value). The partition does not say which of the forward's first
     ``num_fwd_outputs`` outputs are written inputs and which the user's, so every value the forward both
     returns there and saves is copied: its bytes once more, for a graph output that backward reads too.

@@ -18,8 +18,8 @@ each tensor tells whether it is the graph input itself or a view of one):
   statistics but its outputs do not depend on them (``STATISTICS_ONLY``): it stays under the policy,
   except on XLA. There (``torch.compile(backend="openxla")``) AOTAutograd writes the statistics back in
   its Python epilogue (``running_mean.copy_(new)``), after the forward saved them for the recomputed
-  BatchNorm: the copy moves their version, and backward raised autograd's bare "modified by an inplace
-  operation" (a Linear + BatchNorm1d region, every policy; the plain compile runs). On XLA it is saved;
+  BatchNorm: the copy moves their version, and backward would raise autograd's bare "modified by an
+  inplace operation" (a Linear + BatchNorm1d region, every policy; the plain compile runs). On XLA it is saved;
 - an op the policy recomputes that read a graph input *before* the region wrote it would read the
   written value in backward: a ``CheckpointError`` names both ops (plain autograd raises on most of these
   too, where it saved the input; this covers the rest).
@@ -73,7 +73,7 @@ def _graph_input(t: Any, tracer: Any, fresh: frozenset) -> Optional[torch.fx.Nod
             return cast(torch.fx.Node, node.args[0])
         if target is operator.getitem and node in fresh:
             written = _written_argument(node.args[0], node.args[1])
-            if written is not None:  # a functional op's ``<arg>_out``: the write went to ``arg``, not ``self``
+            if written is not None:  # a functional op's ``<arg>_out``: the write goes to ``arg``, not ``self``
                 node = written
                 continue
         through = _through_view(node)
@@ -91,7 +91,7 @@ def _node(t: torch.Tensor, tracer: Any) -> Optional[torch.fx.Node]:
     if isinstance(t, FunctionalTensor):
         t = torch._from_functional_tensor(t.elem)
     # A default, not the miss's RuntimeError: its message formats the tensor, and a 0-dim real constant
-    # (``t[1, 0] = 2.0``'s) formats through ``.item()`` under the fake mode, which raises (the fuzz found it).
+    # (``t[1, 0] = 2.0``'s) formats through ``.item()`` under the fake mode, which raises.
     slot = get_proxy_slot(t, tracer, None)
     proxy = getattr(slot, "proxy", None)
     return getattr(proxy, "node", None)
@@ -112,8 +112,8 @@ def _is_view(target: Any) -> bool:
 
 def _through_view(node: torch.fx.Node) -> bool:
     """Whether ``node`` is a view of its first argument: a view op (``t``, ``select``), or one piece
-    (``getitem``) of a view op returning a list (``split``, ``unbind``, ``chunk``: the fuzz found a read
-    through those pieces missed, a recomputed ``cat`` of ``b.split()`` reading the written ``b``)."""
+    (``getitem``) of a view op returning a list (``split``, ``unbind``, ``chunk``: a read through those
+    pieces counts too, or a recomputed ``cat`` of ``b.split()`` would read the written ``b``)."""
     if node.target is operator.getitem:
         return bool(node.args) and _is_view(getattr(node.args[0], "target", None))
     return _is_view(node.target)
@@ -124,8 +124,8 @@ def _written_argument(src: Any, index: Any) -> Optional[torch.fx.Node]:
 
     Functionalization turns a mutable op into its ``*_functional`` variant, which returns each written
     argument's new value as ``<arg>_out`` (``rrelu_with_noise_functional(self, noise, ...) -> (Tensor,
-    Tensor noise_out)``, BatchNorm's ``running_mean_out``). The write went to that argument, not to
-    ``self``: following ``self`` called F.rrelu's fresh noise, and BatchNorm's running statistics, a
+    Tensor noise_out)``, BatchNorm's ``running_mean_out``). The write goes to that argument, not to
+    ``self``: following ``self`` would call F.rrelu's fresh noise, and BatchNorm's running statistics, a
     write to the op's input (a false CheckpointError after a recomputed read of that input).
     """
     target = getattr(src, "target", None)
@@ -186,9 +186,9 @@ class InputWrites:
         """Whether a view op's source is AOTAutograd's clone of a graph input written in place, or a view of
         it (``_input_clone``, torch < 2.15): such a view is saved (an alias: no bytes). Recomputed in
         backward it reads the input as the graph's epilogue left it: ``v = a.t(); v.clamp_(-1, 1)`` under
-        ``everything_saveable`` recomputed ``t`` from the written ``a`` (autograd's version check raised
-        where the plain compile runs). Views of other inputs (a weight's ``t``) stay unmarked: the
-        partitioner recomputes views freely. Found by the compiled fuzz."""
+        ``everything_saveable`` would recompute ``t`` from the written ``a`` (autograd's version check
+        raises where the plain compile runs). Views of other inputs (a weight's ``t``) stay unmarked: the
+        partitioner recomputes views freely."""
         tracer = _tracer()
         if tracer is None or not args or not isinstance(args[0], torch.Tensor):
             return False

@@ -275,7 +275,7 @@ def _inference_graph() -> bool:
 def _traced(args: tuple, kwargs: dict) -> bool:
     """Whether AOTAutograd is tracing (fake tensors), not torch's SAC running at step time. A factory
     op (``randn(shape)``, ``randperm(n)``) has no tensor to look at: the fake mode on the stack says it
-    (judged by the arguments alone, such an op was refused as if the backend were ``eager``)."""
+    (judged by the arguments alone, such an op would be refused as if the backend were ``eager``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode, is_fake  # noqa: PLC0415
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: PLC0415
 

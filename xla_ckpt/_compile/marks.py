@@ -133,7 +133,7 @@ def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy:
     """torch's checkpoint with our marks; a region Dynamo could not trace runs in our engine.
 
     A graph break inside a region (``torch._dynamo.graph_break()``, a print, ``xs.mark_sharding`` on an
-    activation) makes Dynamo call torch's checkpoint *eagerly* at step time, and on XLA that raised a bare
+    activation) makes Dynamo call torch's checkpoint *eagerly* at step time, and on XLA that raises a bare
     ``AttributeError: module 'torch' has no attribute 'xla'`` (torch_xla 2.9 registers no device module; our
     stand-in lives for a compile only). The ``try`` block is there so Dynamo cannot resume this frame
     part-way (it compiles no partial graph inside a try block: ``should_compile_partial_graph``): this frame
@@ -142,7 +142,7 @@ def _torch_checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy:
     """
     try:
         # Any device: a region Dynamo gave up on runs in our engine, as without torch.compile (torch's
-        # checkpoint run eagerly would fire the region's module hooks again in its recompute, issue 28).
+        # checkpoint run eagerly would fire the region's module hooks again in its recompute).
         if lazy is not None and not torch.compiler.is_compiling():
             return lazy(fn, args, kwargs, policy)
         body = with_side_effects(fn) if routed else fn  # the marks still name fn's module (context_fn)

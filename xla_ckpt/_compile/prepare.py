@@ -34,7 +34,7 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
       (``torch._inductor.compile_fx`` imports it), first plans the region on the joint graph (``_compile.budget``);
       ``default_partition`` calls the min-cut for a graph holding such a region (``budget.sees_unplanned``).
     - Every region: torch's RNG pass after the min-cut gets only the random ops both graphs run
-      (``_compile.rng``; torch < 2.11 raised a KeyError on one the backward does not need).
+      (``_compile.rng``; torch < 2.11 raises a KeyError on one the backward does not need).
 
     Marked as a constant for Dynamo, so Dynamo *runs* it while tracing (and bakes in the result)
     instead of tracing it: all of it is in place before AOTAutograd traces the region.
@@ -88,7 +88,7 @@ def with_side_effects(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     Dynamo refuses such a write inside a checkpoint's higher-order op (torch's eager checkpoint would do it
     again in its recompute): the routing write of a kernel-routing attention (:func:`routes_kernel_funcs`)
-    broke the graph at every checkpointed layer. Traced, the write is done once, in forward. That is exact
+    would break the graph at every checkpointed layer. Traced, the write is done once, in forward. That is exact
     for the routing table (put back within the same forward; what it routed to is baked into the traced
     ops, and the compiled backward recomputes those ops, not the Python) and is what the eager engine does
     with any write of a region's forward (module hooks fire once, in forward). torch's

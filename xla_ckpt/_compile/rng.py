@@ -5,7 +5,7 @@ A random op the policy recomputes is marked ``PREFER_RECOMPUTE``; after the min-
 (``run_and_save_rng_state``) and in the backward graph (``run_with_rng_state``), so the recompute
 draws the forward's numbers. An op the backward does not need (``b * torch.randn_like(b)`` with ``b``
 not requiring grad, ``x + noise``, a mask whose comparison the min-cut saved) has no backward copy,
-and torch before 2.11 looked it up anyway: ``KeyError: 'randn_like'`` out of the compile
+and torch before 2.11 looks it up anyway: ``KeyError: 'randn_like'`` out of the compile
 (``BackendCompilerFailed``), where the same program compiled without xla_ckpt runs. torch 2.11
 skips such ops (pytorch/pytorch#172730); :func:`present_only` does the same on every version: an
 op with no backward copy just runs in the forward, drawing as the plain compile does.

@@ -1,7 +1,7 @@
 """Backward's device strategies: what a region's recompute starts from and fences on, per device.
 
 One is chosen when a region starts (``_engine.device``), so no recompute function picks between eager
-and XLA behind a flag (issue 31): eager runs ``fn`` again from the region's inputs, XLA runs the
+and XLA behind a flag: eager runs ``fn`` again from the region's inputs, XLA runs the
 recorded program (``_engine.direct``) or ``fn`` again, fenced on the incoming gradient.
 """
 

@@ -60,7 +60,7 @@ class Device:
                 # Read grad_fn before registering: on XLA a view whose base fn wrote through another
                 # view gets its grad_fn rebuilt on first read, and ``Tensor.register_hook`` sets the
                 # hook dict before that read: a segfault in torch_xla 2.9 (plain ``register_hook`` on
-                # such a tensor crashes too; found by the fuzz, reading it first does not crash).
+                # such a tensor crashes too; reading it first does not crash).
                 t.grad_fn  # noqa: B018
                 # Weakly: the hook lives as long as the output's graph node, which the caller may keep
                 # (e.g. the loss) after backward; the region, its inputs and its cache must not.

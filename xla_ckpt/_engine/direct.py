@@ -78,8 +78,8 @@ def _value_key(t: torch.Tensor) -> Any:
     """A value's name in the program: its buffer on XLA (every view is a buffer of its own there).
 
     Elsewhere (a CPU tensor inside an XLA region: ``torch.arange(n).reshape(...).to(xla)``) a view shares
-    its base's storage, so its shape, strides and offset join the key; by buffer alone the program fed the
-    un-reshaped base to the copy (silently wrong grads, found by the fuzz's hunt).
+    its base's storage, so its shape, strides and offset join the key; by buffer alone the program would feed the
+    un-reshaped base to the copy (silently wrong grads).
     """
     k = buffer_key(t)
     return k if t.is_xla else (k, tuple(t.shape), t.stride(), t.storage_offset())  # type: ignore[attr-defined]

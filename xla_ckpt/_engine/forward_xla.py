@@ -65,8 +65,8 @@ class XlaForward(Forward):
     def ended(self) -> None:
         # torch_xla calls that write a tensor outside the dispatcher (``xm.all_reduce(reduce_type, [t])``:
         # the list form reduces in place) change its lazy value under the same XLA tensor. The record never saw
-        # the write: a recomputed op would read the value from before it (wrong gradients, found by hand:
-        # an input's gradient off with nothing_saveable). Syncs, barriers and sharding annotations keep the value.
+        # the write: a recomputed op would read the value from before it (wrong gradients: an input's
+        # gradient off with nothing_saveable). Syncs, barriers and sharding annotations keep the value.
         made, self.made_ids = self.made_ids, []
         now = self.ident
         changed = [(t, pos) for t, ident, pos in made if now(t) != ident]
@@ -147,12 +147,12 @@ class XlaForward(Forward):
         base = flow.outside_base.get(key)
         # A view of an outside tensor counts as outside even when an op "made" it: torch_xla's functional
         # ``copy`` returns its first argument's tensor id, so ``alias(running_mean).copy_(...)`` (how ATen's
-        # instance_norm writes its running statistics back) left the write unnoted and the replay read the
-        # written statistics (a CheckpointError at ``repeat``; CPU was exact).
+        # instance_norm writes its running statistics back) would leave the write unnoted and the replay would
+        # read the written statistics (a CheckpointError at ``repeat``; CPU is exact).
         if key not in flow.producer or base is not None:
             if old.shape != new.shape and not (self.own_keys and key in self.own_keys) and self.refused is None:
                 # Raised once the op is done (``flush``): torch_xla's in-place trace left half done
-                # crashed the process at the next op on the buffer (a segfault in a probe).
+                # crashes the process at the next op on the buffer (a segfault in a probe).
                 self.refused = _resizes_outside(self.pending[0] if self.pending is not None else None)
             if base is None and not (self.own_keys and key in self.own_keys):
                 # From outside the region: the mode sees no version-carrying tensor, so the module's own

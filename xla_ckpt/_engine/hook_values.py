@@ -1,7 +1,7 @@
 """What a user's module hook returned inside a region's forward, kept for the replay, which does not call it again.
 
 The general replay (``recompute.Recomputation.user_hook``) hands ``fn`` the hook's forward result instead of
-calling the hook a second time (issue 28: a hook fires once). ``fn`` may write that tensor in place, as in::
+calling the hook a second time (a hook fires once, as in the plain run). ``fn`` may write that tensor in place, as in::
 
     lin.register_forward_hook(lambda m, args, out: out * 0.5)
     def fn(x):
@@ -10,12 +10,11 @@ calling the hook a second time (issue 28: a hook fires once). ``fn`` may write t
         return (y * y).sum()
 
 The value the hook returned is then gone from the tensor by the time backward runs, and a stand-in that is a
-leaf needing grad cannot be written in place at all (a ``RuntimeError`` where the plain run worked; found by
-the fuzz's ``hunt`` profile). So each tensor is kept as a ``HookValue``: eager keeps a detached alias and copies
-it just before fn's first write to it (``EagerForward.before_write``); XLA keeps the value below
-functionalization, which no later write changes. In the replay a value fn wrote is handed out as a fresh copy
-(a non-leaf needing grad when the forward's was one), so fn can write it again and the kept value stays as the
-hook returned it for another backward.
+leaf needing grad cannot be written in place at all (a ``RuntimeError`` where the plain run works). So each
+tensor is kept as a ``HookValue``: eager keeps a detached alias and copies it just before fn's first write to
+it (``EagerForward.before_write``); XLA keeps the value below functionalization, which no later write changes.
+In the replay a value fn wrote is handed out as a fresh copy (a non-leaf needing grad when the forward's was
+one), so fn can write it again and the kept value stays as the hook returned it for another backward.
 """
 
 from __future__ import annotations
@@ -98,8 +97,8 @@ def hook_writes(hook: Any, args: tuple, result: Any, written: list[torch.Tensor]
 
     The replay does not call the hook again, so it cannot repeat the write. A forward hook that only
     writes its module's own output (``out.mul_(0.5)``, returning None or ``out``) is the same as one
-    returning the written output: that is kept and handed out (before, the replay skipped the write and
-    the gradients were silently wrong: 25.0 off on a Linear, found by the fuzz's ``hunt`` profile).
+    returning the written output: that is kept and handed out (a replay skipping the write would give
+    silently wrong gradients: 25.0 off on a Linear).
     A write to the module's inputs (by a pre-hook or a forward hook), or to an output that aliases an
     input, changes tensors fn holds outside the module call: a ``CheckpointError``.
 

@@ -4,8 +4,8 @@ A region's recompute reads the module's tensors again through its attributes (fn
 the recorded program, which finds them by module: ``outside.by_buffer``), where plain autograd reads
 the tensors the forward ran with. The two differ when the forward ran with tensors swapped in for the
 call only: ``torch.func.functional_call(model, {"emb.weight": w}, ...)`` puts ``w`` into the module's
-``_parameters`` and takes it out again when the call returns, before backward; the recompute then read
-the module's own weight (a CheckpointError, "values differ from the forward's", on CPU and XLA). The
+``_parameters`` and takes it out again when the call returns, before backward; a recompute would then
+read the module's own weight (a CheckpointError, "values differ from the forward's", on CPU and XLA). The
 same holds for a parameter the user assigns anew between forward and backward, and for a buffer the
 forward itself reassigns (``self.buf = self.buf + 1``): plain autograd's graph holds the old tensor.
 
@@ -14,27 +14,27 @@ and its recompute runs with those tensors in the slots that hold another one now
 found when it ends (also on errors). Only plain tensors are swapped: FSDP2 reshards a module after its
 forward by putting DTensor shards into the same slots, and gathers them again itself in the recompute.
 Identity, and ``requires_grad`` of leaves: a GAN step freezing its discriminator
-(``p.requires_grad_(False)`` for its parameters) after the forward through it and before backward made the
-replay save fewer tensors than the forward (a CheckpointError, "recomputation ... saved 4 tensors; the forward
+(``p.requires_grad_(False)`` for its parameters) after the forward through it and before backward would
+make the replay save fewer tensors than the forward (a CheckpointError, "recomputation ... saved 4 tensors; the forward
 ... saved 6"), where plain autograd differentiates the graph the forward recorded. A tensor written in place
 is the outside check's business (``outside.py``).
 
 The same holds for each submodule's ``training`` flag: ``model.eval()`` between the forward and backward
-(an evaluation pass before ``loss.backward()``) made the replay skip BatchNorm's statistics and dropout
-(a CheckpointError, "recomputation diverged ... forward ran aten.add_"), where plain autograd
+(an evaluation pass before ``loss.backward()``) would make the replay skip BatchNorm's statistics and
+dropout (a CheckpointError, "recomputation diverged ... forward ran aten.add_"), where plain autograd
 differentiates the graph the forward recorded; the recompute runs with the flags the forward found:
 the checkpointed module's subtree as the region starts, any other module as the forward first calls it
 (a function region's modules; ``AsFound.module_ran``).
 
 ``torch.nn.utils.parametrize.cached()`` is the same kind of state, process-wide: opened around the
 step (as torch's docs show, ``with P.cached(): out = model(x)``, backward after it closed), the forward
-computed a parametrized weight once and read it from the cache after; the replay, the cache closed,
-computed it at each read: a CheckpointError ("recomputation diverged ... ran aten.tril"), every policy on
+computes a parametrized weight once and reads it from the cache after; the replay, the cache closed,
+would compute it at each read: a CheckpointError ("recomputation diverged ... ran aten.tril"), every policy on
 CPU. The region notes whether caching was on and what the cache held as it started, and its recompute
 runs with that (a copy: what the forward added is computed again, as the forward computed it).
 
-So is the default device: a forward run inside ``with torch.device(d)`` (backward outside it) made
-``torch.ones(4)`` in fn on ``d``, and fn run again made it on the CPU (a CheckpointError, "called with
+So is the default device: a forward run inside ``with torch.device(d)`` (backward outside it) makes
+``torch.ones(4)`` in fn on ``d``, and fn run again would make it on the CPU (a CheckpointError, "called with
 other arguments than in forward", on XLA's general replay and on every eager device). The recompute runs
 inside the device context the forward found.
 """
@@ -74,8 +74,8 @@ class AsFound:
     def __init__(self, module: Optional[nn.Module]) -> None:
         modules = list(module.modules()) if module is not None else []
         # (the module's ``_parameters`` or ``_buffers`` dict, the name, the tensor there, whether it required
-        # grad). A TorchScript module's are views of its C++ slots (``OrderedDictWrapper``: no ``get``, the
-        # recompute raised an AttributeError); nothing swaps tensors into them (``functional_call`` cannot).
+        # grad). A TorchScript module's are views of its C++ slots (``OrderedDictWrapper``: no ``get``, so the
+        # recompute would raise an AttributeError); nothing swaps tensors into them (``functional_call`` cannot).
         self.slots: list[tuple[dict[str, Any], str, torch.Tensor, bool]] = [
             (d, name, t, t.requires_grad) for m in modules for d in (m._parameters, m._buffers)
             if isinstance(d, dict) for name, t in d.items() if t is not None]
@@ -101,7 +101,7 @@ class AsFound:
         enabled, table = _parametrize._cache_enabled, _parametrize._cache
         # parametrize's cache is process-wide, and ``cached()`` is a counter another thread may move while
         # this runs (a replay on another thread, the fuzz's ``_ReplayingThread``): so this adds to the count
-        # and takes the same amount off again, instead of writing back the count it found (which left
+        # and takes the same amount off again, instead of writing back the count it found (which would leave
         # caching on for good, and the cache's stale tensors readable by the next module with a reused id).
         delta = 0
         swap = cache is not None or enabled

@@ -17,7 +17,7 @@ it is kept (same storage: no memory). XLA: the dispatch mode sees tensors below 
 which carry no version, so outside buffers are matched to the parameters and buffers of the
 checkpointed module; and every view is a new buffer there, so what a replayed op reads through views
 (a closure's ``c.view(...)``, a constant's ``lift_fresh``, a weight's ``t_copy``) is checked by its base
-(``ViewRead``): fn run again read a closure's new value unchecked before (a wrong gradient in CI).
+(``ViewRead``): by buffer alone, fn run again would read a closure's new value unchecked (a wrong gradient).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ class Step:
 
     The positional arguments come split, by the one walk that made them (``direct._split``), into what
     never changes (``base``) and the holes to fill per run: an op's arguments are mostly a flat tuple of
-    tensors and numbers, and the recompute runs every step of every region each backward (a third of its
-    host time went to walking templates; a second walk at build time was a third of the forward's end).
+    tensors and numbers, and the recompute runs every step of every region each backward (walking templates
+    would take a third of its host time; a second walk at build time, a third of the forward's end).
 
     Args:
         ref: ``("out", p)`` or ``("view", v)``: which recorded value the step recomputes.

@@ -159,7 +159,7 @@ class ReplayMode(TorchDispatchMode):
             # would take one seed update more than the plain run.
             # Its draw's end state is not checked: the generator is put back either way, and a draw whose
             # count depends on its inputs (the rejection sampling of ``_standard_gamma``, ``poisson``) draws
-            # otherwise from the stand-ins it may read (a false CheckpointError, found by the fuzz).
+            # otherwise from the stand-ins it may read (checking it would raise a false CheckpointError).
             out = stand_in(rec.spec) if rec.spec is not None else self._run(func, args, kwargs, rec, check=False)
             made = tensors(out)
             self.stand_ins.extend(made)
@@ -254,7 +254,7 @@ def _meta(meta: tuple) -> str:
 
 # verify on XLA: the recompute is compiled into another graph than the forward, and XLA fuses (and so
 # rounds float reductions) differently there: the same deterministic op can differ in its last bits
-# (9.5e-7 on an fp32 addmm + add seen in CI). These are torch.testing.assert_close's default
+# (9.5e-7 on an fp32 addmm + add). These are torch.testing.assert_close's default
 # tolerances per dtype; what verify looks for (an unseeded random source, state read from outside fn)
 # differs by far more. Eager devices run the same kernels on the same values: compared bitwise.
 XLA_VERIFY_TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),

@@ -85,10 +85,10 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
 # becomes a dead position (recomputed ones redraw from the forward's seed, ``_ir.replay_state.Draw``): the
 # general replay hands out a stand-in for it instead of running it, which would draw once more from
 # torch_xla's seed. The draw itself is traced, never executed, and changes no value or gradient, but
-# every later random op of the step (another micro-batch's dropout) drew other numbers than without
-# the library (issue 28: after backward the seed was one update, ``s * 214013 + 2531011``, further).
+# every later random op of the step (another micro-batch's dropout) would draw other numbers than
+# without the library (after backward the seed would be one update, ``s * 214013 + 2531011``, further).
 # The recomputed ops after it that read it are dead too (nothing backward reads depends on them):
-# on XLA they run as before (XLA drops what nothing reads), their outputs marked as stand-ins, so a
+# on XLA they still run lazily (XLA drops what nothing reads), their outputs marked as stand-ins, so a
 # live op or a saved tensor reading one is an error, never a value.
 
 

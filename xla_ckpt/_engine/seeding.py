@@ -2,10 +2,10 @@
 
 The replay gives each recomputed random op the forward's state and then puts the generator back in the
 state it found (``_ir.replay_state.Draw``). A seed fn sets is no op the dispatch mode sees: where the
-recompute runs fn again, fn set the generator a second time, in backward, and the per-op restores put it
-back to fn's seed, not to the caller's state: after the step the caller's CPU stream was the one right
-after fn's seed (a dropout region calling ``torch.manual_seed(5)``: every later draw of the step
-differed from the plain run's; values and grads were exact). The forward tells whether fn moved the
+recompute runs fn again, fn sets the generator a second time, in backward, and the per-op restores would
+put it back to fn's seed, not to the caller's state: after the step the caller's CPU stream would be the
+one right after fn's seed (a dropout region calling ``torch.manual_seed(5)``: every later draw of the
+step would differ from the plain run's; values and grads stay exact). The forward tells whether fn moved the
 generator outside its random ops (the chain start -> each CPU draw's before/after -> end is broken);
 such a region's replay puts the CPU generator back, at its end, to the state it found at its start.
 Only then: restoring every replay would undo another thread's plain draws that land in the window.

@@ -222,7 +222,7 @@ class RegionState:
         Autograd raises at unpack when a saved tensor's version moved since it was saved; a write it does
         not count (``F.rrelu`` filling the noise its own node saved: the version stays) is read by backward
         as written, and the eager replay, running the op again, writes it again. A tensor already gone
-        cannot be checked: stale, as any written slot was before. Returns the slots found uncounted.
+        cannot be checked: stale, as a written slot not judged by its version is. Returns the slots found uncounted.
         """
         uncounted = []
         for s in slots:

@@ -7,7 +7,7 @@ XLA) and ``AddcmulBackward0`` keeps the normalized ``x_hat``, an input-sized ten
 (its ``NativeLayerNormBackward0`` keeps the input, the per-row mean and reciprocal std, and re-derives
 ``x_hat`` in backward). Here autograd keeps the input and the parameters (by identity); backward runs
 the same decomposition again from the input and differentiates it, so the gradient is the stock
-op's, computed by the same operations (issue 31: the default GPT's ``ln_f`` kept 2 MiB more on XLA).
+op's, computed by the same operations (the stock op makes the default GPT's ``ln_f`` keep 2 MiB more on XLA).
 """
 
 from __future__ import annotations

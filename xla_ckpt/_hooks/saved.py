@@ -159,7 +159,7 @@ def _unpack(packed: Any) -> torch.Tensor:
 
 
 # torch.utils.checkpoint's own pairs (its forward's, its recompute's) are not a value transform: a region
-# inside them keeps what it saved from them, as it always did (their pack run in backward breaks them).
+# inside them keeps what it saved from them (their pack run in backward breaks them).
 _TORCH_CHECKPOINT = frozenset({os.path.abspath(torch.utils.checkpoint.__file__), torch.utils.checkpoint.__file__})
 
 
@@ -201,8 +201,8 @@ def weights_by_reference() -> Iterator[None]:
         >>> loss.backward()
     """
     # A user's pair around it (a lossy bf16 pack) transforms what autograd keeps: under it every tensor goes to
-    # that pair, as without the library, and the regions inside see it (``forward_of``). Before, this pair
-    # shadowed the user's: a lossy pair gave other grads than the plain step, silently.
+    # that pair, as without the library, and the regions inside see it (``forward_of``). Were this pair to
+    # shadow the user's, a lossy pair would give other grads than the plain step, silently.
     outer = user_pair()
     with hooks_for():
         state.by_reference += 1
@@ -253,8 +253,8 @@ def recomputing(recompute: _Recompute) -> Iterator[None]:
 def ledger(report: _Ledger) -> Iterator[None]:
     """``report`` records what autograd saves on this thread until the block ends.
 
-    Under a user's pair (opened around it) each tensor still goes to that pair, as without the report: its
-    own pair shadowed the user's, and a lossy pair gave other grads (4.7e-3 off on a small MLP, no region).
+    Under a user's pair (opened around it) each tensor still goes to that pair, as without the report: were
+    its own pair to shadow the user's, a lossy pair would give other grads (4.7e-3 off on a small MLP, no region).
     """
     outer = user_pair()
     with hooks_for():

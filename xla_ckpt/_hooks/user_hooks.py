@@ -18,11 +18,11 @@ The guards are put into a module's hook dictionaries only for the duration of th
 (``nn.Module._call_impl`` is wrapped while some thread runs a region: reference counted, restored
 when the last region leaves, also on exceptions) and only when the module or the global registry
 holds hooks other than xla_ckpt's own module tracking. FSDP2's unshard / reshard hooks are what the
-recompute needs: they run in it as before. The module tracker of a ``FlopCounterMode`` runs in the
+recompute needs: they run in it unguarded. The module tracker of a ``FlopCounterMode`` runs in the
 forward but not in a recompute that calls fn again: without the library it would not see those calls,
 and its hooks register gradient hooks on the modules' inputs, leaf parameters included, in the middle
-of backward (``torch.autograd.grad`` then raised "A leaf node was passed to _will_engine_execute_node";
-found by the fuzz's ``BACKWARD`` axis). The recomputed ops are still counted, under the modules whose
+of backward (``torch.autograd.grad`` then raises "A leaf node was passed to _will_engine_execute_node").
+The recomputed ops are still counted, under the modules whose
 backward runs them, as a recorded program's are. A hook registered after the forward is not called by
 its replay (without the library it would not have run for that forward).
 """
@@ -47,8 +47,8 @@ __all__ = ["guarding", "Guard"]
 _ORIGINAL_CALL = nn.Module._call_impl
 # Gradient hooks fn registers on a parameter (``self.weight.register_hook(scale)`` in a forward): the forward
 # registered them on the module's own parameter, which the replay reads again, so fn run again in backward
-# registered each a second time and it fired twice (a scaling hook scaled the grad twice: silently wrong, found
-# by hand, hunt-a). In this thread's replay they are not registered again (``_quiet``).
+# would register each a second time and it would fire twice (a scaling hook would scale the grad twice:
+# silently wrong). In this thread's replay they are not registered again (``_quiet``).
 _TENSOR_HOOKS = ("register_hook", "register_post_accumulate_grad_hook")
 _ORIGINAL_TENSOR_HOOKS = {name: getattr(torch.Tensor, name) for name in _TENSOR_HOOKS}
 _lock = threading.Lock()

@@ -7,15 +7,15 @@ at (a block that closes its own ``torch.autocast`` clears the cache only at nest
 a weight again in each such block) and what the cache already holds (a weight cast before the region,
 under the caller's autocast, is a cache hit inside it).
 
-The recompute must run the same ops, so it starts at the forward's nesting count, with an empty
-cache, and leaves no cast of its own in the caller's cache (``Autocast.restored``); the cache is one per
-process, so a region that started outside any autocast leaves it alone (other threads' casts are in it).
-Entering ``torch.autocast`` contexts to restore the state, as before, added to the nesting count: a
-weight cast in two blocks of ``fn`` was cast once in the recompute, a false ``CheckpointError``. A cast the forward
-found in the cache (made before the region) is one more op in the recompute, run outside the record
-(``ReplayMode._recast``). The forward never clears the cache itself: every use of one cached cast shares
-its autograd node, so the weight's grad is summed in the low dtype first, and a second cast would
-change that rounding.
+The recompute must run the same ops, so it starts at the forward's nesting count, with an empty cache, and
+leaves no cast of its own in the caller's cache (``Autocast.restored``); the cache is one per process, so a
+region that started outside any autocast leaves it alone (other threads' casts are in it). The state is set
+directly, not by entering ``torch.autocast`` contexts: those add to the nesting count, so a weight cast in two
+blocks of ``fn`` would be cast once in the recompute, a false ``CheckpointError``. A cast the forward found in
+the cache (made before the region) is one more op in the recompute, run outside the record
+(``ReplayMode._recast``). The forward never clears the cache itself: every use of one cached cast shares its
+autograd node, so the weight's grad is summed in the low dtype first, and a second cast would change that
+rounding.
 
 Example:
     >>> snap = Autocast.capture([x.device])   # the forward starts
@@ -83,8 +83,8 @@ class Autocast:
         before, cache_before = _of_types(self.types), torch.is_autocast_cache_enabled()
         was = _set_nesting(self.nesting)
         # Autocast's cast cache is process-wide (its on/off switch and nesting count are per thread): a
-        # clear here empties every thread's cache, and another thread's forward inside autocast cast a
-        # weight twice, its own recompute once (a CheckpointError, found by the fuzz). A region that
+        # clear here empties every thread's cache, and another thread's forward inside autocast would cast a
+        # weight twice, its own recompute once (a CheckpointError). A region that
         # started outside any autocast needs no clear: a cast there happens only inside an autocast that
         # fn opens itself, whose exit at nesting 0 clears the cache as the forward's did.
         clears = self.nesting > 0 or any(enabled for _, enabled, _ in self.devices)

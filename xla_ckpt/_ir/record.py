@@ -93,7 +93,7 @@ _IGNORED = frozenset({aten.detach, aten.lift_fresh, aten.lift_fresh_copy})
 # Ops whose schema declares no write but whose kernels update their running statistics in place when
 # training (``native_batch_norm(input, weight, bias, running_mean, running_var, training, ...)``, and
 # its cuDNN / MIOpen forms): the engine must know the write to replay it from the forward's values and
-# to leave the statistics written once (a BatchNorm's ``running_mean`` moved twice per step before).
+# to leave the statistics written once (not knowing it, a BatchNorm's ``running_mean`` moves twice per step).
 _UNDECLARED_WRITES: dict[Any, tuple[int, ...]] = {
     p: (3, 4) for p in (aten.native_batch_norm, aten.cudnn_batch_norm, aten.miopen_batch_norm)
 }
@@ -115,7 +115,7 @@ _INFO: dict[Any, OpInfo] = {}
 INFO = _INFO  # read-only for the dispatch modes: ``INFO.get(op) or op_info(op)`` costs no call once known
 
 # ``nondeterministic_seeded`` is a tag of the op, not of the call: an op drawing nothing for some
-# arguments is tagged all the same (issue 28: SDPA at dropout_p=0 was refused as a random op under
+# arguments is tagged all the same (SDPA at dropout_p=0 would be refused as a random op under
 # torch.compile). Argument name -> the value with which the op draws nothing, any one of them being
 # enough. Measured on torch 2.9's CPU generator (its state before and after the call); CUDA's
 # attention kernels (flash, efficient, cudnn) are expected to take a Philox offset only at dropout_p > 0,

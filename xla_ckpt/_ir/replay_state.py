@@ -21,8 +21,8 @@ __all__ = ["Fence", "Draw", "draw_source", "devices", "displaced", "settle_xla",
 # One lock per device's generators, held around every forward random op (state before, the op,
 # state after) and every replayed one (set, run, check, restore). Without it two threads' replays
 # interleave: thread B sets its state, thread A's op draws from it, B restores a state that equals
-# A's forward "after", and A's check passes with B's numbers: a silently wrong mask (seen in CI on
-# torch 2.13, 1 in ~3000 steps under load). Other code's plain draws cannot fool the check (they
+# A's forward "after", and A's check passes with B's numbers: a silently wrong mask (on torch 2.13,
+# about 1 in 3000 steps under load). Other code's plain draws cannot fool the check (they
 # only advance the stream); only our restores could. Per device, so that threads driving different
 # devices never wait on each other (a random op may run other Python inside: a mode, a tensor
 # subclass). Reentrant: a random op may dispatch to another one inside.
@@ -82,7 +82,7 @@ class Draw:
         ``geometric_``, ``cauchy_``, ``log_normal_``) draw from torch's CPU generator, and ``randperm``'s
         lowering from neither (two runs from the same seeds differ, without the library too). So the
         CPU generator is read around it as well, and the draw is the generator that moved; when
-        neither or both moved it is ``lost``. (Replaying the XLA seed for a CPU draw gave other
+        neither or both moved it is ``lost``. (Replaying the XLA seed for a CPU draw would give other
         numbers: Gamma's grads 4.5 off under ``nothing_saveable``, silently.)
         """
         cpu = torch.device("cpu") if _is_xla(source) else None

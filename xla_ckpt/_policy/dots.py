@@ -101,7 +101,7 @@ def _packets(*names: str) -> list[Any]:
 _BATCH: dict[Any, Callable[[tuple[Any, ...]], int]] = {
     aten.mm: _no_batch,
     aten.addmm: _no_batch,
-    aten.convolution: _no_batch,  # a projection per pixel, as before (see README: differences from JAX)
+    aten.convolution: _no_batch,  # a projection per pixel, as mm's (docs/correctness.md: the JAX row)
     aten.bmm: _leading(0),
     aten.baddbmm: _leading(1),
     aten.einsum: _einsum,  # seen as one op where a backend does not decompose it

@@ -8,7 +8,7 @@ relaxations of that, both never above the least recompute of any completion with
   with each of its *private* inputs (reachable through ``q`` alone) saved or recomputed; the items'
   options are disjoint, so filling their lower convex hulls best ratio first is a bound (the LP). The
   item the fill splits is then decided both ways (``depth`` levels): a fraction of one large op (a
-  matmul at 32 units per byte) no longer makes the bound loose.
+  matmul at 32 units per byte) then does not make the bound loose.
 - :func:`lagrange`: a Lagrangian relaxation, bytes priced at ``lam`` per byte (any ``lam >= 0`` gives a
   bound: a plan within ``cap`` pays ``lam * (bytes - cap) <= 0`` on top). An op costs the lesser of its
   priced bytes and its recompute, which adds a 1/k share of the cost of each unreached input (k: its
