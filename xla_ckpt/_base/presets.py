@@ -4,8 +4,9 @@
 ``xla_ckpt/presets/`` (pyproject maps the folder into the package); a source checkout or an editable
 install reads ``policies/`` next to the package.
 
-A file listing with no import from the library: the policy registry (for its "that is a preset"
-hint) and the config loader both read it. ``presets()``, which loads each file, lives in ``_api.config``.
+A file listing with no import from the library, so every layer above may read it: the policy registry
+(for its "that is a preset" hint), the config loader, the accepted-forms check (``_api.forms``) and
+``fit``. ``presets()``, which loads each file, lives in ``_api.config_load``.
 """
 
 from __future__ import annotations

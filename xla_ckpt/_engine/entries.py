@@ -53,7 +53,7 @@ class Away:
 def written(versions: Versions) -> bool:
     """Whether any still-alive tensor of ``versions`` was modified in place since its version was taken."""
     for ref, v in versions:
-        t = ref()  # ``_compat.deref``, inline: this is the per-op path
+        t = ref()  # ``_base.compat.deref``, inline: this is the per-op path
         if t is not None:
             fix = getattr(t, "_fix_weakref", None)
             if fix is not None:

@@ -112,7 +112,7 @@ class _Region:
         state = self.state
         # Autograd checks a saved tensor's version at unpack; the slot does the same (inline: per op).
         ref, version = state.packed_versions[index]
-        t = ref()  # ``_compat.deref``, inline
+        t = ref()  # ``_base.compat.deref``, inline
         if t is not None:
             fix = getattr(t, "_fix_weakref", None)
             if fix is not None:

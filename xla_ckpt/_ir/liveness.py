@@ -69,7 +69,7 @@ def analyse(
         elif p in saved:
             # Saved ops that must run (their results go back to Python: a custom op's ``(Tensor, int)``,
             # ``item()``) hand out the cached results, Python values included: a saved op is never rerun
-            # (torch's SAC runs it once too). Ops that write are never saved (``_Region._decide``).
+            # (torch's SAC runs it once too). Ops that write are never saved (rule 2 of ``_policy.decide``).
             cached.add(p)
         else:
             live.add(p)
