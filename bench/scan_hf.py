@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> None:
     print(table(rows))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({"args": vars(a), "rows": rows}, f, indent=1)
+            # The run's parameters; where the rows went is not one (and would be a machine's path).
+            args = {k: v for k, v in vars(a).items() if k != "json"}
+            json.dump({"args": args, "rows": rows}, f, indent=1)
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -1,6 +1,6 @@
 """The documentation pages and their fenced code blocks, as the docs tests read them.
 
-``pages()`` lists README.md and docs/*.md (docs/notes/ holds working notes and is left out); ``fences`` splits
+``pages()`` lists README.md and docs/*.md, the pages users read (not CHANGELOG.md, history); ``fences`` splits
 a page into its fenced blocks; ``python_blocks`` makes one test parameter of each ```python block. Example::
 
     for line, lang, code in fences(pages()[0].read_text()): ...
@@ -19,7 +19,7 @@ ROOT = Path(ROOT_DIR)
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # glob("*.md"): docs/notes/ is not in it
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # glob("*.md"): no subfolder of docs/
 
 
 def fences(text: str) -> list[tuple[int, str, str]]:

@@ -7,7 +7,7 @@ one raised that error; a region input backward never read came back as a plain t
 Python inside the region (``DTensor.from_local(h)``) counted as an outside tensor, so the ops making
 its inner tensors were not replayed (a false ``CheckpointError`` from the outside-value check).
 
-``tests/wrapper_tensor.Pair`` stands for them (the fuzz draws it too: ``fuzz_user_kinds``); DTensor
+``Pair`` of tests/wrapper_tensor.py stands for them (the fuzz draws it too: ``fuzz_user_kinds``); DTensor
 itself runs on one rank (gloo, world size 1) under torch's tensor-parallel plans.
 """
 

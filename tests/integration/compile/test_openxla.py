@@ -1,7 +1,7 @@
 """``torch.compile(backend="openxla")`` over a model the library wrapped: works with nothing else from the user.
 
 torch's checkpoint looks up ``torch.xla`` (a device module torch_xla 2.9 does not register); the
-library supplies a stand-in for the duration of each compile (``_compile_scope``). Each test compiles
+library supplies a stand-in for the duration of each compile (``_base/compile_scope.py``). Each test compiles
 on XLA:CPU (seconds per graph on two cores), so the fast tier keeps one small GPT; the rest is slow.
 """
 

@@ -234,7 +234,7 @@ def foreign_state_writes() -> list[str]:
 
 def test_no_module_writes_another_modules_objects() -> None:
     """Each object's state is changed by its own methods: ``region.cache[p] = ...`` from another
-    module (what ``_retain`` and ``_offload`` did before ``RegionState``) fails here."""
+    module fails here."""
     bad = foreign_state_writes()
     assert not bad, "\n".join(bad)
 

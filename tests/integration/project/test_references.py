@@ -1,17 +1,19 @@
 """Docstrings, comments and docs name files and modules that exist, and no machine's paths.
 
-Text only (``tokenize`` for the library's comments and docstrings, the whole page for docs), so it is fast
+Text only (``tokenize`` for Python's comments and docstrings, the whole file for the rest), so it is fast
 and runs in the fast tier. It reads:
 
-- the library's comments and docstrings (every string on a line of its own), and its other strings for
-  paths (an error message that names a file must name a real one);
-- README.md and docs/*.md (docs/notes/ holds working notes and CHANGELOG.md history: both may name
-  what no longer exists).
+- the Python of the library, the tests and the benchmarks (``xla_ckpt/``, ``tests/``, ``bench/``): comments
+  and docstrings (every string on a line of its own), and the other strings for paths (an error message
+  that names a file must name a real one, a benchmark writes to a repository folder, not a machine's);
+- README.md, docs/*.md, tests/*.md, and the benchmarks' configs and recorded results (``bench/configs/``,
+  ``bench/results/``): what a reader follows from a figure must exist. CHANGELOG.md is history and may
+  name what is gone: it is not read.
 
 A reference is a path under the repository (``xla_ckpt/_engine/replay.py``, ``tests/fuzz/test_fuzz.py``), a
 module path inside the package (``_engine/replay.py``), a dotted name (``_ir.replay_state.Fence``,
-``xla_ckpt.policies.offload``), or one of the flat module names the layering (issue 21) removed
-(``_replay_state``, ``_compiled.py``): those are never right any more.
+``xla_ckpt.policies.offload``), or one of the flat module names that each became a module of a layer
+(``_replay_state``, ``_compiled.py``): those name nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ OUTPUT_DIRS = ("bench/out",)
 # Other projects' files the docs cite where a peer test was ported from (docs/correctness.md).
 UPSTREAM = frozenset({"tests/unit_tests/test_activation_checkpoint.py",  # torchtitan
                       "tests/api_test.py"})  # JAX
-# The flat modules before the layering; each now lives in a layer (``_replay`` -> ``_engine/replay.py``).
+# Other projects' private module files the tests open by name (the engine's trace cost excludes torch's pytree).
+UPSTREAM_FILES = frozenset({"_pytree.py"})
+# Flat module names that name nothing: each is a module of a layer (``_replay`` -> ``_engine/replay.py``).
 REMOVED = frozenset(
     "_apply _blocks _budget _chips _compat _compile_scope _compiled _compiled_fence _config _direct _dots "
     "_estimate _explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
@@ -54,10 +58,14 @@ PUBLIC_DOTTED = re.compile(r"(?<![\w./-])(xla_ckpt(?:\.\w+)+)")
 OLD_NAME = re.compile(r"(?<![\w./-])(_\w+)(?![\w/-])")
 
 
-def _library_texts() -> Iterator[tuple[str, int, str, bool]]:
-    """(file, line, text, is_prose) for each comment and string of the library; prose: a comment or a
-    docstring-like string (one standing on its own line), as opposed to a string inside code."""
-    for path in sorted(PACKAGE.rglob("*.py")):
+# This file's examples of stale references are stale on purpose.
+SELF = pathlib.Path(__file__).resolve()
+
+
+def _python_texts(folder: pathlib.Path) -> Iterator[tuple[str, int, str, bool]]:
+    """(file, line, text, is_prose) for each comment and string of the Python under ``folder``; prose: a
+    comment or a docstring-like string (one standing on its own line), as opposed to a string inside code."""
+    for path in sorted(p for p in folder.rglob("*.py") if p.resolve() != SELF):
         name = str(path.relative_to(ROOT))
         prev = tokenize.NEWLINE
         for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
@@ -70,8 +78,21 @@ def _library_texts() -> Iterator[tuple[str, int, str, bool]]:
                 prev = tok.type
 
 
+def _library_texts() -> Iterator[tuple[str, int, str, bool]]:
+    return _python_texts(PACKAGE)
+
+
 def _doc_texts() -> Iterator[tuple[str, int, str, bool]]:
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        yield str(path.relative_to(ROOT)), 1, path.read_text(), True
+
+
+def _test_and_bench_texts() -> Iterator[tuple[str, int, str, bool]]:
+    yield from _python_texts(ROOT / "tests")
+    yield from _python_texts(ROOT / "bench")
+    pages = [*sorted((ROOT / "tests").rglob("*.md")), *sorted((ROOT / "bench").rglob("*.md")),
+             *sorted((ROOT / "bench" / "configs").glob("*.json")), *sorted((ROOT / "bench" / "results").glob("*.json"))]
+    for path in pages:
         yield str(path.relative_to(ROOT)), 1, path.read_text(), True
 
 
@@ -126,7 +147,7 @@ def problems(texts) -> list[str]:
                 if not (PACKAGE / m.group(1)).is_file():
                     out.append(f"{where}: xla_ckpt/{m.group(1)} does not exist")
             for m in PRIVATE_FILE.finditer(s):
-                if m.group(1) not in basenames:
+                if m.group(1) not in basenames and m.group(1) not in UPSTREAM_FILES:
                     out.append(f"{where}: no file {m.group(1)} (a module the layering moved? name its layer's path)")
             if not prose:
                 continue
@@ -138,8 +159,8 @@ def problems(texts) -> list[str]:
                     out.append(f"{where}: {m.group(1)} does not resolve")
             for m in OLD_NAME.finditer(s):
                 if m.group(1) in REMOVED:
-                    out.append(f"{where}: {m.group(1)} is a module the layering removed (see tests/integration/project/test_layers.py "
-                               f"for the layers)")
+                    out.append(f"{where}: {m.group(1)} names no module (it is a module of a layer: see "
+                               f"tests/integration/project/test_layers.py for the layers)")
     return out
 
 
@@ -151,6 +172,19 @@ def test_the_library_names_only_what_exists():
 def test_the_docs_name_only_what_exists():
     found = problems(_doc_texts())
     assert not found, "\n".join(found)
+
+
+def test_the_tests_and_benchmarks_name_only_what_exists():
+    found = problems(_test_and_bench_texts())
+    assert not found, "\n".join(found)
+
+
+def test_the_tests_and_benchmarks_are_read():
+    """The scope is what the checks above say: every folder, and recorded results among the pages."""
+    names = {name for name, _, _, _ in _test_and_bench_texts()}
+    assert {"tests/helpers.py", "tests/fuzz/test_fuzz.py", "tests/README.md", "bench/memory.py",
+            "bench/results/memory.json", "bench/configs/llama3_8b.json"} <= names
+    assert "tests/integration/project/test_references.py" not in names
 
 
 @pytest.mark.parametrize("text", [

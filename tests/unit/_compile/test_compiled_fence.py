@@ -1,7 +1,7 @@
 """The fenced compiled backward: every recomputed chain waits for the gradient that first needs it.
 
 Run with a backend built like torch_tpu's (AOTAutograd + torch's min-cut partitioner, graphs run as
-FX code), the partition function wrapped by ``_compiled_fence.fenced``. The graph is checked by
+FX code), the partition function wrapped by ``_compile.fence.fenced``. The graph is checked by
 structure (deterministic): without the fence a recomputed chain reads only saved values and could
 run at the start of backward; with it every chain reads a tangent. Peaks on XLA: tests/integration/compile/test_openxla.py.
 """

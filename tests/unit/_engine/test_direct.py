@@ -1,4 +1,4 @@
-"""XLA's direct replay (``_direct``): the recorded program instead of running fn again.
+"""XLA's direct replay (``_engine.direct``): the recorded program instead of running fn again.
 
 Each test compares every gradient with the un-checkpointed block and with the general replay
 (``general_replay()``), then shows the program did what it is for: fn's Python does not run in backward,

@@ -443,7 +443,7 @@ def test_compiled_peak_gpt_blocks(xla_device, tmp_path):
 @pytest.mark.xla
 @pytest.mark.parametrize("policy", ["everything_saveable", "dots_with_no_batch_dims_saveable"])
 def test_direct_replay_compiles_to_the_general_replays_peak(xla_device, tmp_path, policy):
-    """The recorded program (``_direct``) fences what it hands to backward as the general replay
+    """The recorded program (``_engine.direct``) fences what it hands to backward as the general replay
     does: the same compiled peak. Regression: saved values handed out unfenced let XLA schedule
     their uses before the gradient (memory_budget(0.9) on the default GPT: 228 MiB against 196)."""
     direct = _probe(policy, tmp_path / "direct", GPT_PROBE)

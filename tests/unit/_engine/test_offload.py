@@ -280,7 +280,7 @@ def test_offload_policy_and_names_policy():
 
 
 class _OffloadAll:
-    """A planning policy (``_plan``) that answers OFFLOAD for every position it decides."""
+    """A planning policy (``_policy.plan``) that answers OFFLOAD for every position it decides."""
 
     def plan(self, view):
         return [OFFLOAD] * len(view.free)

@@ -1,4 +1,4 @@
-"""Tensors from outside a region modified or replaced between forward and backward (``_external``).
+"""Tensors from outside a region modified or replaced between forward and backward (``_engine.outside``).
 
 Plain autograd raises for a tensor it saved and then saw modified; a region's recompute reads the
 tensor again, so without a check it would silently use the new value. Each case: the same error
@@ -116,7 +116,7 @@ def _replaced(device: torch.device, value: float) -> tuple[torch.Tensor, torch.T
 
 def test_a_replaced_outside_tensor_is_an_error_not_a_new_value(device):
     """Eager replays fn, which reads the new tensor: an error. XLA replays the recorded program
-    (``_direct``), which reads the forward's tensor as autograd would: the plain gradient."""
+    (``_engine.direct``), which reads the forward's tensor as autograd would: the plain gradient."""
     if device.type == "xla":
         plain, got = _replaced(device, 2.0)
         torch.testing.assert_close(got, plain, **XLA_TOL)
