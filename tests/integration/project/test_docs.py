@@ -1,8 +1,9 @@
 """Every ```python block of README.md and docs/*.md runs, each in a fresh namespace.
 
-A page added to docs/ is picked up without editing this file. A block that imports torch_xla gets the ``xla`` mark; one that compiles
-with inductor (`torch.compile`) the ``slow`` mark. A block not meant to run is fenced ``text``,
-``toml``, ``bash``...: an opening fence without a language is an error, so no code hides in one.
+A page added to docs/ is picked up without editing this file. A block that imports torch_xla gets the
+``xla`` mark; one that compiles with inductor (`torch.compile`) the ``slow`` mark. A block not meant to run
+is fenced ``text``, ``toml``, ``bash``...: an opening fence without a language is an error, so no code hides
+in one.
 """
 
 from __future__ import annotations
