@@ -37,9 +37,7 @@ def install(model: nn.Module, name: str, owner: nn.Module, layers: nn.ModuleList
     stack = ScanStack(owner, name, list(layers), policy, fallback, weights, group)
     for i, layer in enumerate(layers):
         layer.forward = ScanForward(stack, i)
-    stack.handles = [owner.register_forward_pre_hook(stack.start, with_kwargs=True),
-                     owner.register_forward_hook(stack.finish, with_kwargs=True),
-                     owner.register_forward_hook(weights.end, always_call=True)]
+    stack.hook()
     model.__dict__[_STACK] = stack
     return stack
 
@@ -53,8 +51,7 @@ def uninstall(model: nn.Module, keep_weights: bool = False) -> None:
     stack = model.__dict__.pop(_STACK, None)
     if not isinstance(stack, ScanStack):
         return
-    for h in getattr(stack, "handles", ()):
-        h.remove()
+    stack.unhook()
     for layer in stack.layers:
         if isinstance(layer.__dict__.get("forward"), ScanForward):
             del layer.forward

@@ -64,11 +64,24 @@ class ScanStack:
         # (input, per layer of the group its (args, kwargs), last index called)
         self.pending: Optional[tuple[Any, list[tuple[tuple, dict]], int]] = None
         self.in_body = False
-        self.handles: list[Any] = []  # the owner's start and finish hooks (``scan_hf.install``)
+        self.handles: list[Any] = []  # the owner's hooks (``hook``)
         self.bodies: dict[tuple, Any] = {}  # traced-once scan bodies, by _body_key
         self.cache = _hf.cache_plan(type(layers[0]).forward)
 
     # -- the owner's hooks -------------------------------------------------------------------------------------
+    def hook(self) -> None:
+        """Put the start and finish hooks (and the stacked weights' end of step) on the owner."""
+        owner = self.owner
+        self.handles = [owner.register_forward_pre_hook(self.start, with_kwargs=True),
+                        owner.register_forward_hook(self.finish, with_kwargs=True),
+                        owner.register_forward_hook(self.weights.end, always_call=True)]
+
+    def unhook(self) -> None:
+        """Remove what :meth:`hook` put on the owner."""
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
     def start(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.pending = None
         self.weights.begin()
