@@ -32,10 +32,12 @@ def main() -> None:
     import torch_xla.runtime as xr
 
     import xla_ckpt
-    from xla_ckpt._engine.direct import general_replay
     # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
     sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
     import xla_dump
+    # general_replay, tests/switches.py
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from switches import general_replay
 
     xr.use_spmd()
     n = xr.global_runtime_device_count()

@@ -36,7 +36,9 @@ def main() -> None:
     # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
     sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
     import xla_dump
-    from xla_ckpt._engine.direct import general_replay
+    # general_replay, tests/switches.py
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from switches import general_replay
 
     scope = contextlib.ExitStack()  # for the whole probe process
     if a.general_replay:
