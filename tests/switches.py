@@ -5,6 +5,8 @@ the function it watches) and puts it back when the block ends, even when the blo
 
 - ``general_replay()``: XLA regions run ``fn`` again instead of their recorded program
   (``xla_ckpt/_engine/direct.py``'s ``_replay``), so both replays are tested on XLA.
+- ``lowered_regions()``: the regions ``torch.compile`` lowered while the block ran
+  (``xla_ckpt._compile.lowering.Lowering``), to read what the policy decided per op.
 
 Example::
 
@@ -16,7 +18,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextlib.contextmanager
@@ -32,3 +34,28 @@ def general_replay() -> Iterator[None]:
     finally:
         direct._replay.program = was
 
+
+@contextlib.contextmanager
+def lowered_regions() -> Iterator[list[Any]]:
+    """Every ``Lowering`` (one region traced under ``torch.compile``) made while the block runs, in order.
+
+    Example::
+
+        with lowered_regions() as regions:
+            torch.compile(model)(x).sum().backward()
+        [(d.call.op, d.decision) for r in regions for d in r.decided]
+    """
+    from xla_ckpt._compile.lowering import Lowering
+
+    regions: list[Any] = []
+    init = Lowering.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        regions.append(self)
+
+    Lowering.__init__ = recording  # type: ignore[method-assign]
+    try:
+        yield regions
+    finally:
+        Lowering.__init__ = init  # type: ignore[method-assign]
