@@ -18,6 +18,22 @@ import json
 import os
 import sys
 import time
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def unfenced() -> Iterator[None]:
+    """XLA regions compiled in this block get torch's plain min-cut partition, without the library's fence:
+    the ``--no-fence`` rows, which show what the fence buys. Sets the library's ``_compile.prepare._fence``
+    and puts it back. Example: ``with unfenced(): torch.compile(model, backend="openxla")(x).sum().backward()``.
+    """
+    from xla_ckpt._compile import prepare
+
+    was, prepare._fence = prepare._fence, False
+    try:
+        yield
+    finally:
+        prepare._fence = was
 
 
 def add_size_args(p: argparse.ArgumentParser) -> None:
@@ -51,8 +67,6 @@ def main() -> None:
     from xla_ckpt.models import GPT, GPTConfig
 
     warnings.simplefilter("ignore")
-    from xla_ckpt._compile.prepare import unfenced
-
     scope = contextlib.ExitStack()  # for the whole probe process
     if a.no_fence:
         scope.enter_context(unfenced())
