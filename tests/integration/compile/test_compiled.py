@@ -31,7 +31,7 @@ from xla_ckpt._policy.plan import plans
 from xla_ckpt.models import GPT, GPTConfig
 
 from helpers import assert_same, example_policy, loss_grads
-from switches import lowered_regions
+from switches import liveness_off, lowered_regions
 
 # CI's newest-torch tier runs this file's slow tests too: the compiled path changes most between torch versions.
 pytestmark = pytest.mark.newest
@@ -179,8 +179,6 @@ def _eager(name: str) -> dict[str, Any]:
     idx = _batch()
     # Every SAVE output the policy chose, before the eager engine's liveness drops the unread ones
     # (the partitioner's own dropping is checked above through bw_reads).
-    from xla_ckpt._engine.retain import liveness_off
-
     with xla_ckpt.saved_activations() as report, liveness_off():
         loss = model(idx, idx)
     loss.backward()
