@@ -18,6 +18,22 @@ import json
 import os
 import sys
 import time
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def unfenced() -> Iterator[None]:
+    """XLA regions compiled in this block get torch's plain min-cut partition, without the library's fence:
+    the ``--no-fence`` rows, which show what the fence buys. Sets the library's ``_compile.prepare._fence``
+    and puts it back. Example: ``with unfenced(): torch.compile(model, backend="openxla")(x).sum().backward()``.
+    """
+    from xla_ckpt._compile import prepare
+
+    was, prepare._fence = prepare._fence, False
+    try:
+        yield
+    finally:
+        prepare._fence = was
 
 
 def add_size_args(p: argparse.ArgumentParser) -> None:
@@ -47,12 +63,10 @@ def main() -> None:
     import torch_xla
 
     import xla_ckpt
-    import xla_ckpt._base.xla_dump
+    import xla_dump
     from xla_ckpt.models import GPT, GPTConfig
 
     warnings.simplefilter("ignore")
-    from xla_ckpt._compile.prepare import unfenced
-
     scope = contextlib.ExitStack()  # for the whole probe process
     if a.no_fence:
         scope.enter_context(unfenced())
@@ -80,7 +94,7 @@ def main() -> None:
     def new_programs(phase: str) -> None:
         # Which XLA programs each phase compiled (the forward and backward graphs compile on first use).
         seen = {f for fs in phases.values() for f in fs}
-        now = xla_ckpt._base.xla_dump.compiled_peaks(a.dump) if os.path.isdir(a.dump) else {}
+        now = xla_dump.compiled_peaks(a.dump) if os.path.isdir(a.dump) else {}
         phases[phase] = sorted(f for f in now if f not in seen)
 
     new_programs("setup")
@@ -100,7 +114,7 @@ def main() -> None:
     if a.grads:  # as bench/worker.py saves them: memory.py compares every grad with lazy none's
         torch.save(torch.cat([p.grad.detach().float().reshape(-1).cpu() for p in model.parameters()
                               if p.grad is not None]), a.grads)
-    peaks = xla_ckpt._base.xla_dump.compiled_peaks(a.dump)
+    peaks = xla_dump.compiled_peaks(a.dump)
     print(json.dumps({
         "variant": a.variant, "fence": not a.no_fence, "peaks": peaks, "peak": max(peaks.values()) if peaks else None,
         "forward_peak": max((peaks[f] for f in phases.get("forward", [])), default=None),

@@ -45,7 +45,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import xla_ckpt
     from xla_ckpt import hf_models
     from xla_ckpt._api.scan_hf import plain_grads
-    from xla_ckpt._base.xla_dump import compiled_peaks
+    from xla_dump import compiled_peaks
 
     warnings.simplefilter("ignore")
     dev = torch_xla.device()

@@ -248,7 +248,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if dev_kind == "cuda":
             result["device_peak_bytes"] = int(torch.cuda.max_memory_allocated())
         if dev_kind == "xla":
-            from xla_ckpt._base import xla_dump as _xla_dump
+            import xla_dump as _xla_dump
 
             # The training step's graph: the one compiled during the warm-up step.
             peaks = {k: v for k, v in _xla_dump.compiled_peaks(spec["dump_dir"]).items() if k in step_graphs}

@@ -135,7 +135,7 @@ def replay_kind(direct: bool) -> Any:
     """XLA regions replay their recorded program (``direct``, the default) or run ``fn`` again."""
     import contextlib
 
-    from xla_ckpt._engine.direct import general_replay
+    from switches import general_replay
 
     return contextlib.nullcontext() if direct else general_replay()
 

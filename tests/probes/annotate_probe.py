@@ -32,8 +32,12 @@ def main() -> None:
     import torch_xla.runtime as xr
 
     import xla_ckpt
-    from xla_ckpt._engine.direct import general_replay
-    from xla_ckpt._base import xla_dump as _xla_dump
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    import xla_dump
+    # general_replay, tests/switches.py
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from switches import general_replay
 
     xr.use_spmd()
     n = xr.global_runtime_device_count()
@@ -79,7 +83,7 @@ def main() -> None:
         graph = torch_xla._XLAC._get_graph_hash(grads)
         torch_xla.sync()
         new = sorted(set(os.listdir(dump)) - before)
-        peaks = {k: v for k, v in _xla_dump.compiled_peaks(dump).items() if k in new}
+        peaks = {k: v for k, v in xla_dump.compiled_peaks(dump).items() if k in new}
         if peaks:  # a graph compiled for this variant (an identical one is cached: no new dump)
             top = max(peaks, key=peaks.get)
             hlo = open(os.path.join(dump, top.replace("-buffer-assignment.txt", ".txt"))).read()

@@ -41,7 +41,9 @@ def main() -> None:
 
     import xla_ckpt
     from xla_ckpt import hf_models
-    from xla_ckpt._base.xla_dump import compiled_peaks
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    from xla_dump import compiled_peaks
 
     transformers.logging.set_verbosity_error()
     xr.use_spmd()

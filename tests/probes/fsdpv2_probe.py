@@ -25,7 +25,9 @@ def main() -> None:
     from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
 
     import xla_ckpt
-    import xla_ckpt._base.xla_dump
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    import xla_dump
 
     xr.use_spmd()
     n = xr.global_runtime_device_count()
@@ -58,7 +60,7 @@ def main() -> None:
     y.square().sum().backward()
     torch_xla.sync()
     diffs = [float((p.grad.cpu() - r.grad).abs().max()) for p, r in zip(model.parameters(), ref.parameters(), strict=True)]
-    peaks = xla_ckpt._base.xla_dump.compiled_peaks(dump)
+    peaks = xla_dump.compiled_peaks(dump)
     name = max(peaks, key=peaks.get)
     hlo = open(os.path.join(dump, name.replace("-buffer-assignment.txt", ".txt"))).read()
     full_weight_shapes = {(64, 32), (32, 64)}

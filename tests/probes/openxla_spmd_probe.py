@@ -47,9 +47,11 @@ def main() -> None:
     import torch_xla.runtime as xr
 
     import xla_ckpt
-    import xla_ckpt._base.xla_dump
     from xla_ckpt import models
     from xla_ckpt.models import GPT, GPTConfig
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    import xla_dump
 
     warnings.simplefilter("ignore")
     xr.use_spmd()
@@ -114,7 +116,7 @@ def main() -> None:
         loss.backward()
         torch_xla.sync()
         if programs is not None:  # the step's programs (reading sharded grads back compiles gathers)
-            programs.extend(v for k, v in xla_ckpt._base.xla_dump.compiled_peaks(dump).items() if k not in before)
+            programs.extend(v for k, v in xla_dump.compiled_peaks(dump).items() if k not in before)
         return [("loss", loss.detach().cpu())] + [(name, p.grad.cpu() if p.grad is not None else None)
                                                   for name, p in model.named_parameters()]
 

@@ -12,6 +12,7 @@ setting (the dump folder is fixed when the runtime starts).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 
@@ -26,7 +27,9 @@ def main(argv: list[str]) -> None:
 
     import xla_ckpt
     from xla_ckpt import hf_models
-    from xla_ckpt._base.xla_dump import compiled_peaks
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    from xla_dump import compiled_peaks
 
     dev = torch_xla.device()
     model = hf_models.to_device(hf_models.build("llama", d_model=d_model, n_layer=layers, n_head=4, seq_len=64,

@@ -33,8 +33,12 @@ def main() -> None:
     from torch import nn
 
     import xla_ckpt
-    import xla_ckpt._base.xla_dump
-    from xla_ckpt._engine.direct import general_replay
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    import xla_dump
+    # general_replay, tests/switches.py
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from switches import general_replay
 
     scope = contextlib.ExitStack()  # for the whole probe process
     if a.general_replay:
@@ -65,7 +69,7 @@ def main() -> None:
     h.square().sum().backward()
     torch_xla.sync()
     grads = [float(t.grad.abs().sum().cpu()) for t in [x, *blocks.parameters()]]
-    peaks = xla_ckpt._base.xla_dump.compiled_peaks(a.dump)
+    peaks = xla_dump.compiled_peaks(a.dump)
     # The forward+backward graph is the one with the largest peak (other graphs: data init, .cpu()).
     name, peak = max(peaks.items(), key=lambda kv: kv[1])
     hlo = name.replace("-buffer-assignment.txt", ".txt")

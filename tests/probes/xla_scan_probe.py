@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 
@@ -30,7 +31,9 @@ def main() -> None:
     from torch import nn
 
     import xla_ckpt
-    from xla_ckpt._base import xla_dump as _xla_dump
+    # the dump parser, bench/xla_dump.py (bench/ is scripts, not a package)
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+    import xla_dump
     from xla_ckpt.models import Block, GPTConfig
 
     dev = torch_xla.device()
@@ -52,7 +55,7 @@ def main() -> None:
     torch_xla.sync()
     grads = [float(t.grad.abs().sum().cpu()) for t in [x, *layers.parameters()]]
     elapsed = time.perf_counter() - t0
-    peaks = _xla_dump.compiled_peaks(a.dump)
+    peaks = xla_dump.compiled_peaks(a.dump)
     print(json.dumps({"peak": max(peaks.values()), "grads": grads, "trace_compile_s": elapsed}))
 
 

@@ -28,12 +28,11 @@ baseline (every free node saved) is what this compiled graph keeps without check
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.fx import GraphModule, Node
@@ -46,7 +45,7 @@ from xla_ckpt._ir.liveness import Dataflow
 from xla_ckpt._policy.budget import budget_bytes
 from xla_ckpt._policy.plan import Cost, RegionView, check_plan
 
-__all__ = ["register_region", "plan_joint", "planned", "sees_unplanned", "RegionPlan", "recorded_plans"]
+__all__ = ["register_region", "plan_joint", "planned", "sees_unplanned", "RegionPlan"]
 
 _MAX_REGIONS = 4096  # registered regions kept (ids are unique per process; a bound, not a cache)
 
@@ -55,7 +54,6 @@ class _Registry(threading.local):
     def __init__(self) -> None:
         self.regions: dict[Any, Any] = {}  # ac_graph_id -> planning policy
         self.unplanned: set[Any] = set()  # registered by the running compile, not planned yet
-        self.sinks: list[list["RegionPlan"]] = []
 
 
 _reg = _Registry()
@@ -114,17 +112,6 @@ def _check_planned(*_: Any) -> None:
               "Wrap the backend's partition_fn with xla_ckpt._compile.budget.planned() to keep the budget.")
 
 
-@contextlib.contextmanager
-def recorded_plans() -> Iterator[list[RegionPlan]]:
-    """Collect the regions planned while the block runs (tests and the benchmark read them)."""
-    out: list[RegionPlan] = []
-    _reg.sinks.append(out)
-    try:
-        yield out
-    finally:
-        _reg.sinks.remove(out)
-
-
 def _marks() -> Any:
     from torch.utils.checkpoint import CheckpointPolicy  # noqa: PLC0415
 
@@ -171,8 +158,6 @@ def plan_joint(joint: GraphModule, num_fwd_outputs: int, static_inputs: Any = ()
             warn_once(("compiled", "budget-symbolic"), "xla_ckpt: a memory_budget region with symbolic shapes "
                       "(torch.compile(dynamic=True)) is not planned under compile: it runs unmarked (torch's "
                       "partitioner decides). Compile with dynamic=False to keep the budget.")
-    for sink in _reg.sinks:
-        sink.extend(plans)
     return plans
 
 

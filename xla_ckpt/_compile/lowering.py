@@ -4,13 +4,11 @@
 (``_compile.marks`` builds the ``context_fn`` around it): each ATen op becomes a ``CompiledOpCall``
 the policy decides on, and the decision becomes torch's mark (``mark_of``). Random ops, mutations, a
 planning policy (``_compile.budget``) and ``tag()`` names (an ``alias`` node annotated with
-``TAG_KEY``) are handled here, as the eager engine handles them per op. ``recorded``
-collects the lowerings for tests and the benchmark.
+``TAG_KEY``) are handled here, as the eager engine handles them per op.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -33,21 +31,10 @@ from xla_ckpt._policy.plan import plans
 
 _WHERE = "checkpoint policy (torch.compile)"
 
-__all__ = ["Lowering", "mark_of", "recorded", "warn_old_torch", "TAG_KEY"]
+__all__ = ["Lowering", "mark_of", "warn_old_torch", "TAG_KEY"]
 
 aten = torch.ops.aten
 TAG_KEY = "xla_ckpt_tag"  # the custom node-meta key ``tag()`` writes under compile (torch >= 2.13)
-
-
-# --------------------------------------------------------------------------- recording (tests, bench)
-
-
-class _Recorder(threading.local):
-    def __init__(self) -> None:
-        self.sinks: list[list["Lowering"]] = []
-
-
-recorder = _Recorder()
 
 
 def warn_old_torch() -> None:
@@ -96,8 +83,6 @@ class Lowering:
         # the region's in-place writes to graph inputs (_compile.input_writes)
         self.input_writes = InputWrites(statistics_recomputable=not on_xla)
         self.save_all = save_all  # a user's saved-tensor pair is open around the compile (``_compile.marks``)
-        for sink in recorder.sinks:
-            sink.append(self)
 
     # -- module names -----------------------------------------------------------------------------
     def module_name(self, meta: dict[str, Any]) -> str:
@@ -282,23 +267,3 @@ def _traced(args: tuple, kwargs: dict) -> bool:
     if any(is_fake(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
         return True
     return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
-
-
-class recorded:  # noqa: N801  (a context manager used like a function)
-    """Collect the regions lowered while the block runs (tests and the benchmark read decisions).
-
-    Example:
-        >>> with recorded() as regions:
-        ...     torch.compile(model)(x).sum().backward()
-        >>> [(d.call.op, d.decision) for r in regions for d in r.decided]
-    """
-
-    def __init__(self) -> None:
-        self.regions: list[Lowering] = []
-
-    def __enter__(self) -> list[Lowering]:
-        recorder.sinks.append(self.regions)
-        return self.regions
-
-    def __exit__(self, *exc: Any) -> None:
-        recorder.sinks.remove(self.regions)

@@ -7,15 +7,18 @@ region, and ``compile_scope`` puts it back when the compile ends.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from xla_ckpt._base import xla as _xla
 
-__all__ = ["prepare_this_compile", "routed_region", "routes_kernel_funcs", "with_side_effects", "unfenced"]
+__all__ = ["prepare_this_compile", "routed_region", "routes_kernel_funcs", "with_side_effects"]
+
+# XLA regions compile with the fenced min-cut. Off only to measure what the fence buys: the benchmark's
+# ``--no-fence`` runs (``bench/openxla_probe.py``) compile with torch's plain min-cut.
+_fence = True
 
 
 @torch.compiler.assume_constant_result
@@ -58,7 +61,7 @@ def _prepare(on_xla: bool, planner: bool = False) -> bool:
         set_for_this_compile(partitioners, "has_recomputable_ops", sees_unplanned(partitioners.has_recomputable_ops))
     if not on_xla or not _xla.device_module_for_this_compile():
         return False
-    if not _unfenced:
+    if _fence:
         set_for_this_compile(partitioners, "min_cut_rematerialization_partition",
                              fenced(partitioners.min_cut_rematerialization_partition))
     return True
@@ -99,19 +102,3 @@ def with_side_effects(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     unchecked = getattr(utils, "_disable_side_effect_safety_checks_for_current_subtracer", None)
     return fn if unchecked is None else functools.partial(unchecked, fn)
-
-
-_unfenced: list[bool] = []  # one entry per open ``unfenced()`` block
-
-
-@contextlib.contextmanager
-def unfenced() -> Iterator[None]:
-    """XLA regions compiled in this block get torch's plain min-cut partition, without the fence.
-
-    For the benchmark and tests that measure what the fence buys.
-    """
-    _unfenced.append(True)
-    try:
-        yield
-    finally:
-        _unfenced.pop()

@@ -28,9 +28,8 @@ general replay runs): no in-place op inside the region (on its inputs or as a mu
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -40,38 +39,22 @@ from xla_ckpt._engine.program import Arg, Program, Ref, Step
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.record import LEAF_TYPES, draws, tensors
 
-__all__ = ["Recorder", "direct_replay", "general_replay"]
+__all__ = ["Recorder", "direct_replay"]
 
 
-class _Switch(threading.local):
+class _Replay(threading.local):
     def __init__(self) -> None:
-        self.off = 0
+        # False: XLA regions whose forward starts on this thread run fn again, as a region the program
+        # cannot serve does. The tests turn it off for a block to prove the general replay on XLA too.
+        self.program = True
 
 
-_switch = _Switch()
+_replay = _Replay()
 
 
 def direct_replay() -> bool:
     """Whether XLA regions whose forward starts now may replay their recorded program."""
-    return not _switch.off
-
-
-@contextlib.contextmanager
-def general_replay() -> Iterator[None]:
-    """XLA regions made in this block (on this thread) replay by running ``fn`` again, never their program.
-
-    For tests and probes that exercise the general replay on XLA too.
-
-    Example:
-        >>> with general_replay():
-        ...     loss = model(x).sum()
-        >>> loss.backward()
-    """
-    _switch.off += 1
-    try:
-        yield
-    finally:
-        _switch.off -= 1
+    return _replay.program
 
 
 def _value_key(t: torch.Tensor) -> Any:

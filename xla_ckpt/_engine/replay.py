@@ -145,9 +145,9 @@ class ReplayMode(TorchDispatchMode):
         return ("Likely cause: autocast's cast cache. The region ran inside your torch.autocast, where a weight cast "
                 "before the region (a weight shared with an earlier layer) is reused from the cache; the recompute "
                 "casts it again. The recorded program, XLA's default replay, reads the forward's cast; this region "
-                "runs fn again (the general replay: fn writes in place, verify=True or general_replay()). Fix: open "
-                "torch.autocast inside the checkpointed functions instead of around the whole step, so no cast "
-                "is cached when a region starts.")
+                "runs fn again (the general replay: fn writes in place, verify=True, or another reason the program "
+                "cannot serve it). Fix: open torch.autocast inside the checkpointed functions instead of around "
+                "the whole step, so no cast is cached when a region starts.")
 
     def _position(self, func: Any, args: tuple, kwargs: dict, rec: Record, pos: int, reads: list) -> Any:
         region = self.region

@@ -10,10 +10,9 @@ fewer bytes (``_promote``), and a multi-output op keeps only the outputs somethi
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from typing import Any, Iterator, Optional, cast
+from typing import Any, Optional, cast
 
 import torch
 
@@ -27,7 +26,7 @@ from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
 from xla_ckpt._engine.entries import Pruned
 from xla_ckpt._engine.state import RegionState
 
-__all__ = ["plan", "keep_only_live", "liveness_off", "EagerRetain", "XlaRetain"]
+__all__ = ["plan", "keep_only_live", "EagerRetain", "XlaRetain"]
 
 SAVE, OFFLOAD, RECOMPUTE = Decision.SAVE, Decision.OFFLOAD, Decision.RECOMPUTE
 
@@ -61,7 +60,7 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
 
     Returns the positions the replay runs (None: all of them).
     """
-    if region.verify or _off.n:
+    if region.verify or not _liveness.on:
         return None  # verify recomputes every position from real inputs
     rules = region.device.retain
     saved = set(region.cache)
@@ -222,23 +221,11 @@ def _prune_outputs(region: RegionState, read: set[Any]) -> None:
             region.prune(pos, pruned)
 
 
-class _Off(threading.local):
+class _Liveness(threading.local):
     def __init__(self) -> None:
-        self.n = 0
+        # False: regions whose forward ends on this thread keep every output the policy kept. The tests
+        # turn it off for a block to compare the policy's own choices with another lowering's.
+        self.on = True
 
 
-_off = _Off()
-
-
-@contextlib.contextmanager
-def liveness_off() -> Iterator[None]:
-    """Regions whose forward ends in this block (on this thread) keep every output the policy kept.
-
-    For tests that compare the policy's own choices (before liveness drops what backward never
-    reads) with another lowering's.
-    """
-    _off.n += 1
-    try:
-        yield
-    finally:
-        _off.n -= 1
+_liveness = _Liveness()

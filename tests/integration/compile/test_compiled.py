@@ -31,6 +31,7 @@ from xla_ckpt._policy.plan import plans
 from xla_ckpt.models import GPT, GPTConfig
 
 from helpers import assert_same, example_policy, loss_grads
+from switches import liveness_off, lowered_regions
 
 # CI's newest-torch tier runs this file's slow tests too: the compiled path changes most between torch versions.
 pytestmark = pytest.mark.newest
@@ -178,8 +179,6 @@ def _eager(name: str) -> dict[str, Any]:
     idx = _batch()
     # Every SAVE output the policy chose, before the eager engine's liveness drops the unread ones
     # (the partitioner's own dropping is checked above through bw_reads).
-    from xla_ckpt._engine.retain import liveness_off
-
     with xla_ckpt.saved_activations() as report, liveness_off():
         loss = model(idx, idx)
     loss.backward()
@@ -197,7 +196,7 @@ def _compiled_run(name: str) -> dict[str, Any]:
     model = _gpt(example_policy(name))
     ref_model = _gpt(None)
     ref = _grads(ref_model, ref_model)
-    with _lowering.recorded() as regions, warnings.catch_warnings():
+    with lowered_regions() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = _grads(model, torch.compile(model, fullgraph=True, backend=_tpu_like_backend(spy)))
     n_blocks = CFG.n_layer
@@ -389,7 +388,7 @@ def test_checkpoint_called_directly_compiles() -> None:
     ref = loss_grads(lambda: f(x), [x, *params])
     spy = _Spy(functools.partial(_min_cut(), compiler="inductor"))
     torch._dynamo.reset()
-    with _lowering.recorded() as regions, warnings.catch_warnings():
+    with lowered_regions() as regions, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = torch.compile(f, fullgraph=True, backend=_tpu_like_backend(spy))
         got = loss_grads(lambda: compiled(x), [x, *params])

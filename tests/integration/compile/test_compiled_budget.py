@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import xla_ckpt
-from xla_ckpt._compile.budget import recorded_plans
 from xla_ckpt.models import GPT, GPTConfig
 
 from helpers import assert_same
+from switches import planned_regions
 
 pytestmark = pytest.mark.newest
 
@@ -95,7 +95,7 @@ def _run(cfg: GPTConfig, budget: float | None, backend: Any) -> tuple[tuple[list
     if budget is not None:
         xla_ckpt.apply(model, {"checkpoint": [{"blocks": True, "budget": budget}]})
     idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=torch.Generator().manual_seed(1))
-    with recorded_plans() as plans, warnings.catch_warnings():
+    with planned_regions() as plans, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(5)  # the dropout masks: the same draws in both runs
         loss = torch.compile(model, fullgraph=True, backend=backend)(idx, idx)

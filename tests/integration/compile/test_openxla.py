@@ -8,6 +8,7 @@ on XLA:CPU (seconds per graph on two cores), so the fast tier keeps one small GP
 from __future__ import annotations
 
 from helpers import ROOT_DIR
+from switches import planned_regions
 
 import pytest
 import torch
@@ -96,8 +97,6 @@ def test_openxla_budget_region_with_no_other_recompute_mark_is_planned(xla_devic
 
     import torch_xla
 
-    from xla_ckpt._compile.budget import recorded_plans
-
     def fn(x, w):
         return (x @ w).sin().cos() @ w
 
@@ -110,7 +109,7 @@ def test_openxla_budget_region_with_no_other_recompute_mark_is_planned(xla_devic
         w = torch.randn(64, 64, generator=gen).to(xla_device).requires_grad_()
         x = torch.randn(64, 64, generator=gen).to(xla_device).requires_grad_()
         body = fn if policy is None else (lambda x, w: xla_ckpt.checkpoint(fn, x, w, policy=policy))
-        with recorded_plans() as plans, warnings.catch_warnings():
+        with planned_regions() as plans, warnings.catch_warnings():
             # A planned region is not "unmarked": AOTAutograd's first trace (metadata) registered it too.
             warnings.filterwarnings("error", message=".*partitioner xla_ckpt does not reach")
             out = torch.compile(body, backend="openxla")(x, w)

@@ -14,8 +14,6 @@ import sys
 import pytest
 import torch
 
-from xla_ckpt._base import xla_dump as _xla_dump
-
 ROOT = ROOT_DIR
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # bench/ is scripts, not a package
 
@@ -25,6 +23,7 @@ import dropout  # noqa: E402
 import memory  # noqa: E402
 import targets  # noqa: E402
 import timing  # noqa: E402
+import xla_dump  # noqa: E402
 
 def test_headline_selects_the_readme_rows_and_the_full_sweep_keeps_every_variant():
     """`make bench` (--headline) runs the default model with a few variants; `make bench-all` every one."""
@@ -186,7 +185,7 @@ def test_compiled_peak_parser_on_a_real_dump(tmp_path, xla_device):
             "y = (x @ x).relu().sum(); torch_xla.sync()")
     env = {**os.environ, "PJRT_DEVICE": "CPU", "XLA_FLAGS": f"--xla_dump_to={tmp_path}"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300, capture_output=True)
-    peaks = _xla_dump.compiled_peaks(tmp_path)
+    peaks = xla_dump.compiled_peaks(tmp_path)
     assert peaks
     for name, peak in peaks.items():
         text = (tmp_path / name).read_text()
@@ -197,6 +196,6 @@ def test_compiled_peak_parser_on_a_real_dump(tmp_path, xla_device):
 
 
 def test_parse_peak_bytes_separators():
-    assert _xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 8 131 592 bytes\n") == 8131592
-    assert _xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 272 bytes") == 272
-    assert _xla_dump.parse_peak_bytes("no such line") is None
+    assert xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 8 131 592 bytes\n") == 8131592
+    assert xla_dump.parse_peak_bytes("  Stack trace breakdown for peak usage: 272 bytes") == 272
+    assert xla_dump.parse_peak_bytes("no such line") is None

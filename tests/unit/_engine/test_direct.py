@@ -1,7 +1,7 @@
 """XLA's direct replay (``_engine.direct``): the recorded program instead of running fn again.
 
 Each test compares every gradient with the un-checkpointed block and with the general replay
-(``general_replay()``), then shows the program did what it is for: fn's Python does not run in backward,
+(``switches.general_replay()``), then shows the program did what it is for: fn's Python does not run in backward,
 the trace holds fewer ops, and where the program cannot be used, fn runs again.
 """
 

@@ -14,6 +14,7 @@ from torch import nn
 
 import xla_ckpt
 from helpers import assert_same, grads_of, sync
+from switches import general_replay
 
 # XLA:CPU compiles the checkpointed and the plain step into different graphs (fusion rounding).
 XLA_TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -127,8 +128,6 @@ def test_a_replaced_outside_tensor_is_an_error_not_a_new_value(device):
 
 @pytest.mark.xla
 def test_the_general_replay_on_xla_also_refuses_a_replaced_tensor(xla_device):
-    from xla_ckpt._engine.direct import general_replay
-
     with pytest.raises(xla_ckpt.CheckpointError, match=r"aten\.add.*values differ from the forward's"), general_replay():
         _replaced(xla_device, 2.0)
 
@@ -209,8 +208,6 @@ def _replays(device: torch.device) -> list:
 
     if device.type != "xla":
         return [contextlib.nullcontext]
-    from xla_ckpt._engine.direct import general_replay
-
     return [contextlib.nullcontext, general_replay]
 
 
@@ -238,8 +235,6 @@ def test_an_unmodified_outside_tensor_read_through_a_view_passes_every_replay(de
 def test_a_constant_from_changing_python_state_read_by_a_recomputed_op_raises_in_the_general_replay(xla_device):
     """``torch.tensor(...)`` reaches an XLA region through ``lift_fresh`` (a view to the dataflow): the
     replay's new constant selected other rows, and a linear after it got a wrong weight gradient (CI)."""
-    from xla_ckpt._engine.direct import general_replay
-
     calls = iter(range(100))
     w = torch.randn(8, 8).to(xla_device).requires_grad_()
 
@@ -258,7 +253,6 @@ def test_a_module_weight_gathered_again_for_backward_is_read_without_holding_the
     same values. The general replay accepts the module's current tensor, and holds the forward's
     weakly (a strong reference would keep the full weight alive: pytorch/xla 3811)."""
     import torch_xla
-    from xla_ckpt._engine.direct import general_replay
 
     block, x = _fresh(xla_device)
     plain = grads_of(block, [x], list(block.parameters()))

@@ -2,11 +2,13 @@
 
 XLA writes one ``*buffer-assignment.txt`` per compiled program; its "Stack trace breakdown for peak
 usage" line is the program's peak in bytes, deterministic (on XLA:CPU ``xm.get_memory_info`` reports
-nothing). The benchmark, the probes and the tests measure with it; nothing in the engine does.
+nothing). The benchmark, the test probes and the tests measure with it; the library never reads a dump,
+so this lives here, beside its users (``bench/`` is scripts on ``sys.path``, not a package: the probes
+and tests append this folder to ``sys.path`` and ``import xla_dump``).
 
 Example:
-    >>> # XLA_FLAGS=--xla_dump_to=xla_dump python train_step.py
-    >>> max(compiled_peaks("xla_dump").values())
+    >>> # XLA_FLAGS=--xla_dump_to=dump python train_step.py
+    >>> max(compiled_peaks("dump").values())
 """
 
 from __future__ import annotations
