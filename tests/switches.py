@@ -4,9 +4,9 @@ The library ships no switch for tests: each helper here sets one private seam of
 the function it watches) and puts it back when the block ends, even when the block raises.
 
 - ``general_replay()``: XLA regions run ``fn`` again instead of their recorded program
-  (``xla_ckpt/_engine/direct.py``'s ``_replay``), so both replays are tested on XLA.
+  (the thread-local flag in ``xla_ckpt/_engine/direct.py``), so both replays are tested on XLA.
 - ``liveness_off()``: regions keep every output the policy kept, before liveness drops what backward
-  never reads (``xla_ckpt/_engine/retain.py``'s ``_liveness``), to compare the policy's own choices.
+  never reads (the thread-local flag in ``xla_ckpt/_engine/retain.py``), to compare the policy's own choices.
 - ``lowered_regions()``: the regions ``torch.compile`` lowered while the block ran
   (``xla_ckpt._compile.lowering.Lowering``), to read what the policy decided per op.
 - ``planned_regions()``: the plans of the budget regions a compile planned (``_compile.budget.plan_joint``).
