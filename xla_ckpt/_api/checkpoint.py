@@ -47,7 +47,7 @@ def checkpoint(
     Gradients equal running ``fn`` directly, or a ``CheckpointError`` says why they cannot: RNG states
     (CPU, CUDA, XLA) and autocast are restored for the recompute. Nested calls run inside the outer
     region, each under its own policy. Under ``torch.no_grad()`` ``fn`` simply runs. A policy that raises
-    is a ``CheckpointError`` naming the op and the module, chained to the policy's exception.
+    is a ``PolicyError`` (a ``CheckpointError``) naming the op and the module, chained to the policy's exception.
 
     Example:
         >>> y = xla_ckpt.checkpoint(block, x, policy="dots_saveable")
