@@ -58,6 +58,6 @@ def test_wheel_ships_presets_usable_by_name(tmp_path):
                          timeout=300)
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert "2 modules checkpointed" in cli.stdout and "without checkpointing" in cli.stdout, cli.stdout
-    listing = subprocess.run([sys.executable, "-m", "xla_ckpt"], cwd=outside, env=env, capture_output=True,
+    listing = subprocess.run([sys.executable, "-m", "xla_ckpt", "presets"], cwd=outside, env=env, capture_output=True,
                              text=True, timeout=300)
     assert "megatron_selective" in listing.stdout and "fsdp_xla" in listing.stdout, listing.stdout + listing.stderr
