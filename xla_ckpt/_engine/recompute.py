@@ -119,15 +119,16 @@ class Recomputation:
         # Detached: the throwaway recompute graph must not hold its own outputs through their
         # grad_fn (softmax, exp save their result): a cycle through C++ that Python's GC cannot
         # break. A detached alias is what an autograd.grad inside fn unpacks during the replay.
-        garbage = self.replay.garbage if self.replay is not None else ()
-        if garbage and _xla.buffer_key(t) in garbage:
-            raise CheckpointError(
-                "internal: backward would read a value the liveness analysis found unneeded (the output of an op "
-                "it skipped, or a region input). Please report this with the function; checkpoint(..., "
-                "verify=True) runs every op and avoids it."
-            )
         d = self.state.outside.kept.get(len(self.outputs))  # an outside tensor: the forward's, as autograd
         if d is None:
+            # Only a value backward reads from the replay is checked: a slot the forward's outside tensor
+            # fills is not read from here, whatever the replay computed for it (a stand-in's view included).
+            garbage = self.replay.garbage if self.replay is not None else ()
+            if garbage and _xla.buffer_key(t) in garbage:
+                raise CheckpointError(
+                    "internal: backward would read a value the liveness analysis found unneeded (the output of an "
+                    "op it skipped, or a region input). Please report this with the function; checkpoint(..., "
+                    "verify=True) runs every op and avoids it.")
             # An input the replay got as it is, needing no grad (no graph to cycle through): itself.
             d = t if self.same and id(t) in self.same and not t.requires_grad else detach_unseen(t, self)
         self.outputs.append(d)
