@@ -25,17 +25,24 @@ from typing import Any, Iterator
 
 
 @contextlib.contextmanager
+def _set(flags: Any, name: str, value: Any) -> Iterator[None]:
+    """``flags.name = value`` for the block (a library's thread-local flag), then what it was."""
+    was = getattr(flags, name)
+    setattr(flags, name, value)
+    try:
+        yield
+    finally:
+        setattr(flags, name, was)
+
+
+@contextlib.contextmanager
 def general_replay() -> Iterator[None]:
     """XLA regions whose forward starts in this block (on this thread) replay by running ``fn`` again,
     never their recorded program. Example: ``with general_replay(): loss = model(x).sum()``."""
     from xla_ckpt._engine import direct
 
-    was = direct._replay.program
-    direct._replay.program = False
-    try:
+    with _set(direct._replay, "program", False):
         yield
-    finally:
-        direct._replay.program = was
 
 
 @contextlib.contextmanager
@@ -44,12 +51,8 @@ def liveness_off() -> Iterator[None]:
     Example: ``with xla_ckpt.saved_activations() as report, liveness_off(): loss = model(x).sum()``."""
     from xla_ckpt._engine import retain
 
-    was = retain._liveness.on
-    retain._liveness.on = False
-    try:
+    with _set(retain._liveness, "on", False):
         yield
-    finally:
-        retain._liveness.on = was
 
 
 @contextlib.contextmanager
