@@ -35,7 +35,8 @@ import torch
 
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import is_manual, sharding_of, spmd
-from xla_ckpt._engine.program import Arg, Program, Ref, Step
+from xla_ckpt._engine.program import (Arg, Const, In, Out, OutStep, Program, Ref, Step, StepRef, ViewOut,
+                                      start_order)
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.record import LEAF_TYPES, draws, tensors
 
@@ -123,6 +124,11 @@ def _split(args: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) ->
     return base, holes, nested
 
 
+def _starts(ref: Ref, cache: dict) -> bool:
+    """A value the recompute starts from, fenced: a region input or a cached output."""
+    return isinstance(ref, In) or (isinstance(ref, Out) and ref.pos in cache)
+
+
 class Recorder:
     """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
 
@@ -153,7 +159,7 @@ class Recorder:
         value_of: dict[Any, Ref] = {}
         for k, i in region.input_keys.items():
             if region.inputs[i] is not None:
-                value_of.setdefault(k, ("in", i))
+                value_of.setdefault(k, In(i))
         vi = 0
         views = self.views
         for p, call in enumerate(self.calls):
@@ -164,16 +170,16 @@ class Recorder:
                 if buffer_key(t) in dep_keys[p]:
                     self.refuse(f"{call.op} returns one of its arguments")  # not functional
                     return None
-                value_of[_value_key(t)] = ("out", p, j)
+                value_of[_value_key(t)] = Out(p, j)
         while vi < len(views):
             self._add_view(vi, value_of)
             vi += 1
 
         consts: list[torch.Tensor] = []
         const_of: dict[Any, int] = {}
-        needed: set[Ref] = set()  # steps to run: ("out", p) or ("view", v)
+        needed: set[StepRef] = set()  # steps to run
         cached: set[int] = set()
-        templates: dict[Ref, tuple[list, list, list, Any, bool]] = {}
+        templates: dict[StepRef, tuple[list, list, list, Any, bool]] = {}
 
         def ref_of(t: torch.Tensor) -> Ref:
             k = _value_key(t)
@@ -183,22 +189,21 @@ class Recorder:
                 if c is None:
                     c = const_of[k] = len(consts)
                     consts.append(t)
-                return ("const", c)
+                return Const(c)
             return ref
 
-        todo: list[Ref] = []
+        todo: list[StepRef] = []
         starts: set[Ref] = set()  # fenced: inputs and cached outputs that recomputed ops or backward read
 
         def need(ref: Ref) -> bool:
-            kind = ref[0]
-            if kind == "in":
-                return region.inputs[ref[1]] is not None
-            if kind == "const":
+            if isinstance(ref, In):
+                return region.inputs[ref.i] is not None
+            if isinstance(ref, Const):
                 return True
-            if kind == "out" and ref[1] in region.cache:
-                cached.add(ref[1])
+            if isinstance(ref, Out) and ref.pos in region.cache:
+                cached.add(ref.pos)
                 return True
-            step = ref[:2]
+            step: StepRef = ref.step
             if step not in needed:
                 needed.add(step)
                 todo.append(step)
@@ -216,12 +221,12 @@ class Recorder:
                 if c is None:
                     c = const_of[k] = len(consts)
                     consts.append(saved)
-                ref = ("const", c)
+                ref = Const(c)
             if not need(ref):
                 self.refuse(f"saved tensor #{j} needs an input the region dropped")
                 return None
             slots.append(ref)
-            if ref[0] == "in" or (ref[0] == "out" and ref[1] in region.cache):
+            if _starts(ref, region.cache):
                 # Fenced too, as the general replay hands them out: a saved value backward reads
                 # straight from the forward lets XLA schedule its uses (transposes, copies) before
                 # the gradient exists (memory_budget(0.9), default GPT: 228 MiB peak against 196).
@@ -229,8 +234,8 @@ class Recorder:
         while todo:
             step = todo.pop()
             func, args, kwargs = self._producer(step)
-            if step[0] == "out" and records[step[1]].info.random and records[step[1]].draw is None and draws(
-                    records[step[1]].info, args, kwargs):
+            if isinstance(step, OutStep) and records[step.pos].info.random and records[step.pos].draw is None and draws(
+                    records[step.pos].info, args, kwargs):
                 self.refuse("a random op whose draw was not recorded would be recomputed")
                 return None
             refs: list[Ref] = []
@@ -243,15 +248,15 @@ class Recorder:
                 self.refuse(f"{func} takes {e}")
                 return None
             for r in refs:
-                if r[0] == "in" or (r[0] == "out" and r[1] in region.cache):
+                if _starts(r, region.cache):
                     starts.add(r)
                 if not need(r):
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
-        def order(s: Ref) -> tuple[int, int, int]:  # forward order: a view after position ``before`` - 1
-            return (s[1], 1, 0) if s[0] == "out" else (views[s[1]][0], 0, s[1])
+        def order(s: StepRef) -> tuple[int, int, int]:  # forward order: a view after position ``before`` - 1
+            return (s.pos, 1, 0) if isinstance(s, OutStep) else (views[s[0]][0], 0, s[0])
 
-        steps = [Step(s, self._producer(s)[0], *templates[s], records[s[1]].draw if s[0] == "out" else None)
+        steps = [Step(s, self._producer(s)[0], *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None)
                  for s in sorted(needed, key=order)]
         shardings: dict[Ref, Any] = {}
         if spmd():
@@ -262,26 +267,26 @@ class Recorder:
                 sharding = sharding_of(t)
                 if sharding is not None:
                     shardings[ref] = sharding
-        return Program(steps, slots, consts, cached, sorted(starts), shardings)
+        return Program(steps, slots, consts, cached, sorted(starts, key=start_order), shardings)
 
-    def _values(self, region: RegionState, needed: set[Ref], starts: set[Ref]) -> Any:
+    def _values(self, region: RegionState, needed: set[StepRef], starts: set[Ref]) -> Any:
         """The forward's tensor behind each value the program recomputes or starts from, with its reference."""
-        for ref in needed:
-            out = self.calls[ref[1]].out if ref[0] == "out" else self.views[ref[1]][4]
+        for step in needed:
+            out = self.calls[step[0]].out if isinstance(step, OutStep) else self.views[step[0]][4]
             for j, t in enumerate(tensors(out)):
-                yield ref + (j,), t
+                yield step.value(j), t
         for ref in starts:
-            if ref[0] == "in":
-                yield ref, region.inputs[ref[1]]
-            else:
-                yield ref, tensors(self.calls[ref[1]].out)[ref[2]]
+            if isinstance(ref, In):
+                yield ref, region.inputs[ref.i]
+            elif isinstance(ref, Out):
+                yield ref, tensors(self.calls[ref.pos].out)[ref.j]
 
-    def _producer(self, step: Ref) -> tuple[Any, tuple, dict]:
-        """The recorded op behind ``step`` (``("out", p)`` or ``("view", v)``): (op, args, kwargs)."""
-        if step[0] == "out":
-            call = self.calls[step[1]]
+    def _producer(self, step: StepRef) -> tuple[Any, tuple, dict]:
+        """The recorded op behind ``step``: (op, args, kwargs)."""
+        if isinstance(step, OutStep):
+            call = self.calls[step.pos]
             return call.op, call.args, call.kwargs
-        return self.views[step[1]][1:4]
+        return self.views[step[0]][1:4]
 
     def _add_view(self, v: int, value_of: dict) -> None:
         _, _, args, kwargs, out = self.views[v]
@@ -291,9 +296,9 @@ class Recorder:
         if type(out) is torch.Tensor:
             k = _value_key(out)
             if k not in read:  # lift_fresh, alias: the same value as their argument, not a new one
-                value_of.setdefault(k, ("view", v, 0))
+                value_of.setdefault(k, ViewOut(v, 0))
         else:
             for j, t in enumerate(tensors(out)):
                 k = _value_key(t)
                 if k not in read:
-                    value_of.setdefault(k, ("view", v, j))
+                    value_of.setdefault(k, ViewOut(v, j))

@@ -8,12 +8,10 @@ outside the region (the forward's).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
 
 import torch
-from torch.utils._pytree import tree_map
 
-from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.xla_state import annotate
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.record import tensors
@@ -21,11 +19,77 @@ from xla_ckpt._ir.record import tensors
 if TYPE_CHECKING:
     from xla_ckpt._ir.replay_state import Draw, Fence
 
-__all__ = ["Program", "Arg", "Step", "Ref"]
+__all__ = ["Program", "Arg", "Step", "Ref", "In", "Out", "ViewOut", "Const", "OutStep", "ViewStep", "StepRef"]
 
-# Value references: ("in", i) region input, ("out", p, j) output j of position p, ("view", v, j)
-# output j of recorded view v, ("const", k) a tensor from outside the region (the forward's).
-Ref = tuple
+
+# Value references. Each kind is a tuple of its own fields and its kind last (a default), so references of
+# two kinds never compare or hash equal: they key the same dictionaries (``In(3)`` is not ``Const(3)``).
+class In(NamedTuple):
+    """Region input ``i``."""
+
+    i: int
+    kind: str = "in"
+
+
+class Out(NamedTuple):
+    """Output ``j`` of the op at position ``pos``."""
+
+    pos: int
+    j: int
+    kind: str = "out"
+
+    @property
+    def step(self) -> "OutStep":
+        return OutStep(self.pos)
+
+
+class ViewOut(NamedTuple):
+    """Output ``j`` of recorded view ``view``."""
+
+    view: int
+    j: int
+    kind: str = "view"
+
+    @property
+    def step(self) -> "ViewStep":
+        return ViewStep(self.view)
+
+
+class Const(NamedTuple):
+    """Tensor ``k`` from outside the region: the forward's."""
+
+    k: int
+    kind: str = "const"
+
+
+class OutStep(NamedTuple):
+    """The op at position ``pos``, run again: its outputs are ``Out(pos, j)``."""
+
+    pos: int
+    kind: str = "out step"
+
+    def value(self, j: int) -> Out:
+        return Out(self.pos, j)
+
+
+class ViewStep(NamedTuple):
+    """Recorded view ``view``, run again: its outputs are ``ViewOut(view, j)``."""
+
+    view: int
+    kind: str = "view step"
+
+    def value(self, j: int) -> ViewOut:
+        return ViewOut(self.view, j)
+
+
+Ref = Union[In, Out, ViewOut, Const]
+StepRef = Union[OutStep, ViewStep]
+
+
+def start_order(ref: Ref) -> tuple[int, int, int]:
+    """A fixed order of the values a recompute starts from (inputs, then cached outputs): the fence's adds
+    are traced in it, and one order keeps the step's graph (and XLA's compile cache hit) the same."""
+    return (0, ref.i, 0) if isinstance(ref, In) else (1, ref[0], ref[1])  # type: ignore[return-value]
 
 
 class Arg:
@@ -46,7 +110,7 @@ class Step:
     would take a third of its host time; a second walk at build time, a third of the forward's end).
 
     Args:
-        ref: ``("out", p)`` or ``("view", v)``: which recorded value the step recomputes.
+        ref: ``OutStep(p)`` or ``ViewStep(v)``: which recorded op the step runs again.
         func: the ATen op.
         base: the positional arguments, each tensor replaced by None.
         holes: ``(index, ref)`` per positional tensor.
@@ -58,7 +122,7 @@ class Step:
 
     __slots__ = ("ref", "func", "base", "holes", "nested", "kwargs", "static_kwargs", "draw")
 
-    def __init__(self, ref: Ref, func: Any, base: list, holes: list, nested: list, kwargs: Any,
+    def __init__(self, ref: StepRef, func: Any, base: list, holes: list, nested: list, kwargs: Any,
                  static_kwargs: bool, draw: Optional["Draw"] = None) -> None:
         self.ref = ref
         self.func = func
@@ -104,15 +168,16 @@ class Program:
             v = env.get(ref)
             if v is not None:
                 return v
-            kind = ref[0]
-            if kind == "in":
-                v = region.inputs[ref[1]].detach()
-            elif kind == "const":
-                v = _wrap(self.consts[ref[1]])
-            elif kind == "out" and ref[1] in self.cached:
-                p = ref[1]
+            if isinstance(ref, In):
+                t = region.inputs[ref.i]
+                assert t is not None  # a program never reads a dropped input (``Recorder.build`` refuses it)
+                v = t.detach()
+            elif isinstance(ref, Const):
+                v = _wrap(self.consts[ref.k])
+            elif isinstance(ref, Out) and ref.pos in self.cached:
+                p = ref.pos
                 outs = tensors(region.cached(p, records[p].op, records[p]))
-                v = _wrap(outs[ref[2]])
+                v = _wrap(outs[ref.j])
             else:
                 raise AssertionError(f"internal: {ref} used before it is computed")
             env[ref] = v
@@ -133,20 +198,18 @@ class Program:
                         annotate(f, sharding)
                 barrier(list(fenced.values()) + [fence.zero])
             for step in self.steps:
+                args, kwargs = step.call_args(arg)
                 if step.draw is None:
-                    args, kwargs = step.call_args(arg)
                     out = step.func(*args, **kwargs)
                 else:
-                    out = _redraw(step, arg, records[step.ref[1]].module)
+                    # Only ops draw (an OutStep's first field is its position), never views.
+                    out = step.draw.redraw(step.func, args, kwargs, records[step.ref[0]].module)
                     if fence is not None:
-                        # Fenced too: the draw reads only its seed and shapes, so XLA would otherwise
-                        # compute the mask before the gradient arrives and hold it (default GPT with
-                        # dropout 0.1, `full`: compiled peak 141 MiB against 121 fenced).
-                        out = tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, out)
+                        out = fence.apply_all(out)
                 for j, t in enumerate(tensors(out)):
                     # Every value here is a functional wrapper: a factory op (no tensor argument) run
                     # under the caller's dispatch mode (a profiler around backward) comes out bare.
-                    ref = step.ref + (j,)
+                    ref = step.ref.value(j)
                     t = _wrap(t)
                     env[ref] = t
                     sharding = shardings.get(ref) if shardings else None
@@ -173,20 +236,6 @@ def _fill(x: Any, arg: Callable[[Ref], Any]) -> Any:
     if tp is dict:
         return {k: _fill(y, arg) for k, y in x.items()}
     return x
-
-
-def _redraw(step: Step, arg: Callable[[Ref], Any], module: str) -> Any:
-    """A random op run from the forward's RNG state (see ``_ir.replay_state.Draw``)."""
-    args, kwargs = step.call_args(arg)
-    out, matched = step.draw.replay(lambda: step.func(*args, **kwargs))  # type: ignore[union-attr]
-    if not matched:
-        raise CheckpointError(
-            f"the random numbers of {step.func} in module '{module}' cannot be reproduced: its generator "
-            f"({step.draw.source}) was advanced by a draw that interleaved with this op, in the forward or in "  # type: ignore[union-attr]
-            "the recomputation (another thread drawing on the same device). Keep other threads from drawing "
-            "while checkpointed random ops run."
-        )
-    return out
 
 
 def _wrap(t: torch.Tensor) -> torch.Tensor:

@@ -242,6 +242,10 @@ class Recomputation:
 
 def recompute(state: RegionState) -> list[Any]:
     """What autograd saved in the region's forward, recomputed (by slot index)."""
+    if state.backward.program is not None:
+        # The recorded program runs ATen ops on the forward's tensors and none of fn's Python: no module
+        # slot, mode, attribute or parametrization is read, so nothing needs putting back around it.
+        return Recomputation(state).run()
     with state.as_found.restored():
         return Recomputation(state).run()
 

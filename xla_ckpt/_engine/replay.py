@@ -13,7 +13,6 @@ from typing import Any, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
 
 from xla_ckpt._engine.outside import check_read, check_view_read
 from xla_ckpt._base.errors import recompute_mismatch_hint
@@ -190,7 +189,7 @@ class ReplayMode(TorchDispatchMode):
         else:
             out = self._run(func, args, kwargs, rec)
             if self.fence is not None:
-                out = self._fenced(out)  # see ``program._redraw``
+                out = self._fenced(out)  # see ``Fence.apply_all``
         meta = ((out.shape, out.dtype),) if type(out) is torch.Tensor else out_meta(out)
         if meta != rec.meta:
             raise CheckpointError(
@@ -225,9 +224,7 @@ class ReplayMode(TorchDispatchMode):
         assert fence is not None
         self.busy = True  # the fence's adds are not fn's ops
         try:
-            if isinstance(out, torch.Tensor):
-                return fence.apply(out)
-            return tree_map(lambda t: fence.apply(t) if isinstance(t, torch.Tensor) else t, out)
+            return fence.apply_all(out)
         finally:
             self.busy = False
 
@@ -235,17 +232,7 @@ class ReplayMode(TorchDispatchMode):
     def _run(func: Any, args: tuple, kwargs: dict, rec: Record, check: bool = True) -> Any:
         if rec.draw is None:
             return func(*args, **kwargs)
-        # Each random op draws from the state it drew from in forward (see _ir.replay_state.Draw).
-        out, matched = rec.draw.replay(lambda: func(*args, **kwargs))
-        if check and not matched:
-            raise CheckpointError(
-                f"the random numbers of {func} in module '{rec.module}' cannot be reproduced: its generator "
-                f"({rec.draw.source}) was advanced by a draw that interleaved with this op, in the forward or in "
-                "the recomputation. Another thread draws from the same process-wide generator (CPU, or one "
-                "CUDA/XLA device) outside any checkpoint. Give each thread's random ops their own torch.Generator "
-                "(generator=...), or keep other threads from drawing while checkpointed random ops run."
-            )
-        return out
+        return rec.draw.redraw(func, args, kwargs, rec.module, check)  # see _ir.replay_state.Draw
 
 
 def _meta(meta: tuple) -> str:

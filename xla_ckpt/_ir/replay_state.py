@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_map
 
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base import xla as _xla
@@ -101,6 +102,20 @@ class Draw:
         if on_cpu and not on_xla:
             return cls(cpu, cpu_before, cpu_after), out
         return cls(source, before, after, lost=on_cpu == on_xla), out
+
+    def redraw(self, func: Any, args: tuple, kwargs: dict, module: str, check: bool = True) -> Any:
+        """``func(*args, **kwargs)`` drawn from the forward's state: the one redraw of both recomputes (the
+        recorded program and fn run again). ``check``: a stream that no longer matches is an error."""
+        out, matched = self.replay(lambda: func(*args, **kwargs))
+        if check and not matched:
+            raise CheckpointError(
+                f"the random numbers of {func} in module '{module}' cannot be reproduced: its generator "
+                f"({self.source}) was advanced by a draw that interleaved with this op, in the forward or in "
+                "the recomputation. Another thread draws from the same process-wide generator (CPU, or one "
+                "CUDA/XLA device) outside any checkpoint. Give each thread's random ops their own torch.Generator "
+                "(generator=...), or keep other threads from drawing while checkpointed random ops run."
+            )
+        return out
 
     def replay(self, run: Callable[[], Any]) -> tuple[Any, bool]:
         """Run ``run()`` from the forward's state; return its result and whether the stream matched."""
@@ -315,3 +330,14 @@ class Fence:
         if z is None:
             z = self._by_dtype[t.dtype] = self.zero.to(t.dtype)
         return t + z
+
+    def apply_all(self, out: Any) -> Any:
+        """An op's output (a tensor or a structure of them) with each tensor fenced.
+
+        Both recomputes fence a redrawn op's output: the draw reads only its seed and shapes, so XLA
+        would otherwise compute the mask before the gradient arrives and hold it (default GPT with
+        dropout 0.1, ``full``: compiled peak 141 MiB against 121 fenced).
+        """
+        if isinstance(out, torch.Tensor):
+            return self.apply(out)
+        return tree_map(lambda t: self.apply(t) if isinstance(t, torch.Tensor) else t, out)
