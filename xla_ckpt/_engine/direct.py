@@ -133,22 +133,28 @@ class Recorder:
     """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
 
     def __init__(self) -> None:
-        self.calls: list[Any] = []  # per position: the OpCall (op, args, kwargs, out)
+        # The forward's OpCalls by position (op, args, kwargs, out): ``Forward.calls``, given to ``build``.
+        self.calls: list[Any] = []
         self.views: list[tuple[int, Any, tuple, dict, Any]] = []  # (position count before it, op, args, kwargs, out)
         self.why_not: Optional[str] = None
 
-    def view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        self.views.append((len(self.calls), func, args, kwargs, out))
+    def view(self, before: int, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """A view op ran after the region's first ``before`` ops."""
+        self.views.append((before, func, args, kwargs, out))
 
     def refuse(self, why: str) -> None:
         if self.why_not is None:
             self.why_not = why
 
-    def build(self, region: RegionState, packed_keys: list[Any], dep_keys: list[tuple[Any, ...]],
+    def build(self, region: RegionState, calls: list[Any], packed_keys: list[Any], dep_keys: list[tuple[Any, ...]],
               kept: dict[int, torch.Tensor]) -> Optional[Program]:
-        """The program for what backward reads, or None (with ``why_not``) when the general replay must run."""
+        """The program for what backward reads, or None (with ``why_not``) when the general replay must run.
+
+        ``calls``: the forward's OpCall at each position.
+        """
         if self.why_not is not None:
             return None
+        self.calls = calls
         if region.pristine:
             self.refuse("fn writes to one of its inputs")
             return None

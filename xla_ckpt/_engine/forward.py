@@ -148,8 +148,9 @@ class Forward:
         self.flow = Dataflow(cast(list[torch.Tensor], state.inputs))  # all present: none is dropped before backward
         # XLA: the forward's ops, from which ``direct`` builds the program replayed in place of fn.
         self.recorder: Optional[Recorder] = None
-        # Planning policies (``_policy.plan``): every OpCall, and per planner the positions it decides
-        # (provisionally saved until the end of forward).
+        # The OpCall of each position, kept while the forward runs where something reads it at its end: a
+        # planning policy (``_policy.plan``) or XLA's recorder (set by ``XlaForward``). Per planner, the positions
+        # it decides (provisionally saved until the end of forward).
         self.calls: Optional[list[Optional[OpCall]]] = [] if plans(policy) else None
         self.planned: dict[int, tuple[Policy, list[int]]] = {}
         # An error found in the middle of an op (a device step), raised by ``flush`` once the op is done.
@@ -189,8 +190,6 @@ class Forward:
             versions: tuple = ((weakref.ref(outs[0]), outs[0]._version),)
         else:
             versions = tuple([(weakref.ref(t), t._version) for t in outs])
-        if self.recorder is not None:
-            self.recorder.calls.append(call)
         self.pending = (call, self.policies[-1], info, versions, draw, sig, meta)
 
     def on_tag(self, x: torch.Tensor, name: str) -> None:

@@ -39,6 +39,7 @@ class XlaForward(Forward):
         super().__init__(state, policy, owner)
         if not state.verify and direct_replay():
             self.recorder = Recorder()
+            self.calls = []  # the recorder builds its program from every position's OpCall
         # Buffers no op of the region produced that are fn's all the same, so a write to one is no
         # outside write: what user hooks returned (``hook_value``), constants fn built (``lift_fresh``).
         self.own_keys: set[Any] = set()
@@ -243,7 +244,7 @@ class XlaForward(Forward):
             # nobody else holds it: fn writing it is no outside write (fn run again builds it anew).
             self.own_keys.add(self.flow.outside_base.get(buffer_key(out), buffer_key(out)))
         if self.recorder is not None:
-            self.recorder.view(func, args, kwargs, out)
+            self.recorder.view(len(self.flow.deps), func, args, kwargs, out)
 
 
 def _refused(call: Any, what: str) -> CheckpointError:

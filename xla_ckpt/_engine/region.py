@@ -95,7 +95,8 @@ class _Region:
         outside = watch_outside(fw.flow, live, state.records, fw.early, owner_module(state.fn),
                                 state.device.outside())
         if fw.recorder is not None:
-            state.backward.settle(fw.recorder.build(state, fw.flow.packed_keys, fw.flow.dep_keys, outside.kept))
+            state.backward.settle(fw.recorder.build(state, fw.calls or [], fw.flow.packed_keys, fw.flow.dep_keys,
+                                                    outside.kept))
         host = _offload.move_out(state, outputs)
         state.settle(outside, host)
         if __debug__:
