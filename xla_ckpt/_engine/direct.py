@@ -124,11 +124,6 @@ def _split(args: Any, ref_of: Callable[[torch.Tensor], Ref], refs: list[Ref]) ->
     return base, holes, nested
 
 
-def _starts(ref: Ref, cache: dict) -> bool:
-    """A value the recompute starts from, fenced: a region input or a cached output."""
-    return isinstance(ref, In) or (isinstance(ref, Out) and ref.pos in cache)
-
-
 class Recorder:
     """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
 
@@ -173,10 +168,11 @@ class Recorder:
                 self._add_view(vi, value_of)
                 vi += 1
             for j, t in enumerate(tensors(call.out)):
-                if buffer_key(t) in dep_keys[p]:
+                k = buffer_key(t)
+                if k in dep_keys[p]:
                     self.refuse(f"{call.op} returns one of its arguments")  # not functional
                     return None
-                value_of[_value_key(t)] = Out(p, j)
+                value_of[k if t.is_xla else _value_key(t)] = Out(p, j)  # type: ignore[attr-defined]
         while vi < len(views):
             self._add_view(vi, value_of)
             vi += 1
@@ -185,7 +181,7 @@ class Recorder:
         const_of: dict[Any, int] = {}
         needed: set[StepRef] = set()  # steps to run
         cached: set[int] = set()
-        templates: dict[StepRef, tuple[list, list, list, Any, bool]] = {}
+        templates: dict[StepRef, tuple[Any, list, list, list, Any, bool]] = {}
 
         def ref_of(t: torch.Tensor) -> Ref:
             k = _value_key(t)
@@ -202,11 +198,19 @@ class Recorder:
         starts: set[Ref] = set()  # fenced: inputs and cached outputs that recomputed ops or backward read
 
         def need(ref: Ref) -> bool:
+            """Whether the program can have ``ref`` (a step to run is queued; what it starts from is fenced).
+
+            Inputs and cached outputs are fenced also where backward reads them straight from the forward,
+            as the general replay hands them out: unfenced, XLA schedules their uses (transposes, copies)
+            before the gradient exists (memory_budget(0.9), default GPT: 228 MiB peak against 196).
+            """
             if isinstance(ref, In):
+                starts.add(ref)
                 return region.inputs[ref.i] is not None
             if isinstance(ref, Const):
                 return True
             if isinstance(ref, Out) and ref.pos in region.cache:
+                starts.add(ref)
                 cached.add(ref.pos)
                 return True
             step: StepRef = ref.step
@@ -232,11 +236,6 @@ class Recorder:
                 self.refuse(f"saved tensor #{j} needs an input the region dropped")
                 return None
             slots.append(ref)
-            if _starts(ref, region.cache):
-                # Fenced too, as the general replay hands them out: a saved value backward reads
-                # straight from the forward lets XLA schedule its uses (transposes, copies) before
-                # the gradient exists (memory_budget(0.9), default GPT: 228 MiB peak against 196).
-                starts.add(ref)
         while todo:
             step = todo.pop()
             func, args, kwargs = self._producer(step)
@@ -248,21 +247,19 @@ class Recorder:
             try:
                 base, holes, nested = _split(args, ref_of, refs)
                 n = len(refs)
-                kw = _template(kwargs, ref_of, refs)
-                templates[step] = (base, holes, nested, kw, len(refs) == n)
+                kw = _template(kwargs, ref_of, refs) if kwargs else kwargs
+                templates[step] = (func, base, holes, nested, kw, len(refs) == n)
             except _Unsupported as e:
                 self.refuse(f"{func} takes {e}")
                 return None
             for r in refs:
-                if _starts(r, region.cache):
-                    starts.add(r)
                 if not need(r):
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
         def order(s: StepRef) -> tuple[int, int, int]:  # forward order: a view after position ``before`` - 1
             return (s.pos, 1, 0) if isinstance(s, OutStep) else (views[s[0]][0], 0, s[0])
 
-        steps = [Step(s, self._producer(s)[0], *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None)
+        steps = [Step(s, *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None)
                  for s in sorted(needed, key=order)]
         shardings: dict[Ref, Any] = {}
         if spmd():
