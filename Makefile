@@ -10,13 +10,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # The newest torch CI tests: torch 2.15.0, the newest release, on PyPI only as a CUDA build (2.15.0+cu132
 # with nvidia-* and triton: 5.4 GB in a venv; no CPU wheel there; its CUDA libraries load lazily, the
-# tests run on the CPU). Measured here: the whole newest environment (torch 2.15.0, the test and bench
-# extras) installs in 95 s at load 1; its CI tier (`test-newest-all`) passes in 1 min 17 s (fast tier)
-# + 1 min 45 s (compiled tests). Fixed for it (issue 33): a 3-D Linear's reshape traced as
-# _unsafe_view hid xla_ckpt.tag names from compiled policies; estimate() of a Mixtral runs exactly on
-# meta; estimate(attention="flash") keeps its SDPA mode in the backward (torch >= 2.13 sends
-# autograd.backward through function modes); FlopCounterMode counts CPU flash attention from 2.15 on,
-# which moves test_budget_optimum's exact plan. `make test-newest NEWEST_TORCH=2.13.0` runs the CPU
+# tests run on the CPU). In CI from a fresh clone here its environment installs in about 3 min and its
+# tier (`test-newest-all`) takes 5.0 + 2.8 min. `make test-newest NEWEST_TORCH=2.13.0` runs the CPU
 # wheel (1.3 GB), 2.14.1 is on this disk (also a CUDA build).
 # pip on these machines is capped at torch<=2.14.1 by a constraints file in its configuration:
 # PIP_CONSTRAINT=/dev/null lifts the cap for this one install (the local wheel folders stay in use).
@@ -109,21 +104,15 @@ test: $(STAMP)
 
 # Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla but the `newest_only`
 # cases, then the newest-torch tier (test-newest-all).
-# One after the other: run at once they took 64.6 min from a fresh clone here (the XLA tier compiles on
-# both cores and took 58.6 min of it, against 29.5 min alone in the last CI run).
-# CI time, latest, from a fresh clone here (run in two goes): installs, lint and unit 8.0 min of tests, integration
-# 24.6 min (2,181 s to there), fuzz + peers + regressions 9.5 min (the engine's unit tests run again with them), the
-# torch 2.15 tiers 5.0 + 2.8 min after a 3-minute install: about 55 min in all. Before it: 2,571 s (42.9 min):
-# unit 5.2 min, integration 23.2 min, fuzz + peers + regressions 4.3 min, the torch 2.15 tiers 3.8 + 2.2 min; 2,659 s (44.3 min),
-# 3,004 s (50.1 min);
-# earlier: 1,773 s (29.6 min). A wave before, from a fresh
-# clone here (warm pip cache, nothing else running, load 1-2): tests/unit 4.4 min, tests/integration
-# 20.4 min, peers + regressions 1.0 min, fuzz 1.7 min, the torch 2.15 tier 2.1 min; 2,017 s (33.6 min)
-# in all with the installs (2,423 s the wave before, with `make test` and `make bench` beside it).
+# One after the other: the XLA tier compiles on both cores, and run at once the two took 64.6 min from a
+# fresh clone here (58.6 of it the XLA tier's), longer than in turn.
+# CI time, from a fresh clone here (`.ci/run`, installs in two goes): about 55 min in all. Tests: lint and
+# unit 8.0 min, integration 24.6 min, fuzz + peers + regressions 9.5 min, the torch 2.15 tiers 5.0 + 2.8 min
+# after a 3-minute install.
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
-# one process for all of it segfaulted inside torch_xla.sync() after about 1,400 tests and 35 minutes
-# (a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
-# after the XLA scan and compile tests; not reproduced), so no process carries XLA's runtime state that long.
+# one process for all of it segfaults inside torch_xla.sync() after about 1,400 tests and 35 minutes
+# (in a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
+# after the XLA scan and compile tests), so no process carries XLA's runtime state that long.
 # The three cost about 20 s more (torch_xla's import and the first compile per process).
 TEST_ALL_ENV = PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full
 TEST_ALL_ARGS = -q -ra -m "not newest_only" $(PYTEST_ARGS)

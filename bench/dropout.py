@@ -1,4 +1,4 @@
-"""The headline's dropout rows (issue 31): the default GPT with dropout on XLA, beside the same model's CPU bytes.
+"""The headline's dropout rows: the default GPT with dropout on XLA, beside the same model's CPU bytes.
 
     python bench/memory.py --headline                  # adds dropout:none / megatron_selective / full at p = 0.1
     python bench/memory.py --dropout 0.1               # the rows in any XLA run with --model gpt; --dropout 0: none
@@ -9,7 +9,7 @@ seeded with ``xm.set_rng_state(0, device)``): bytes autograd keeps (``saved_acti
 peak of the step's one XLA program (``--xla_dump_to``), the first step, and every parameter grad
 (compared with the dropout ``none`` row's: the recomputed masks must be the forward's). Then **one**
 CPU-eager process measures the same model's bytes under every row's policy (``saved_activations``
-around one forward): ``XLA / CPU`` is exact, and issue 31's target is <= 1.05 for ``megatron_selective``
+around one forward): ``XLA / CPU`` is exact, and the target is <= 1.05 for ``megatron_selective``
 and ``full``. Step and host trace come from memory.py's one interleaved process (these rows are entries
 there): per-round ratios to the dropout ``none`` row of the same round. Example::
 
@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 PREFIX = "dropout:"
 PRESETS = ["megatron_selective", "full"]
 HEADLINE = 0.1  # GPT-2's, BERT's and T5's default dropout
-LIMIT = 1.05  # issue 31: XLA bytes <= 1.05x CPU's for full and megatron_selective
+LIMIT = 1.05  # the target: XLA bytes <= 1.05x CPU's for full and megatron_selective
 
 
 def variants(presets: list[str] = PRESETS) -> list[tuple[str, str, Any]]:
@@ -185,7 +185,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Issue 31's bytes target: XLA saved bytes <= 1.05x CPU's for ``megatron_selective`` and ``full`` (exact)."""
+    """The bytes target: XLA saved bytes <= 1.05x CPU's for ``megatron_selective`` and ``full`` (exact)."""
     by = {r["variant"]: r for r in rows if not r.get("error")}
     out = []
     for p in ("megatron_selective", "full"):

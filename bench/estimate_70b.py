@@ -2,7 +2,7 @@
 
     python bench/estimate_70b.py [--json bench/results/estimate_70b.json] [--check-full full]
 
-Target (issue 23): every preset in <= 60 s and <= 4 GiB of memory here. Each policy is estimated
+Target: every preset in <= 60 s and <= 4 GiB of memory here. Each policy is estimated
 from three shallow models (``estimate_layers``: 1, 2, 3 blocks, increments checked equal) and scaled
 to 80 blocks. ``--check-full POLICY`` also estimates the whole 80-block model once and requires the
 same result. The growth section times the whole-model estimate at several depths and sequence

@@ -15,7 +15,7 @@ Per op = time / N. Ratios are per round against ``plain`` of the same round, the
 Variants: ``plain``, ``empty_mode`` (a ``TorchDispatchMode`` that only calls the op: the floor any
 per-op dispatch mode pays in Python), ``checking_floor`` (a mode that only checks each op against the
 ops of a known program and keys its tensors, saved tensors held by index: the least a forward reusing
-a known region's program pays, issue 31), and the engine under ``nothing_saveable``,
+a known region's program pays), and the engine under ``nothing_saveable``,
 ``everything_saveable`` and ``dots_saveable`` (a chain of ``sin`` has no dot: it saves nothing, as
 ``nothing_saveable``, but asks the policy per op).
 """
@@ -64,7 +64,7 @@ def _variants(n_ops: int) -> list[tuple[str, Callable[[Any], Any]]]:
     known: list[Any] = []  # the ops of the first call: the "known program" the floor checks against
 
     class CheckingFloor(TorchDispatchMode):
-        """The least a forward that checks a known program pays per op (issue 31): is this the recorded
+        """The least a forward that checks a known program pays per op: is this the recorded
         op, which recorded values are its tensor arguments; its output recorded as the next value."""
 
         def __init__(self) -> None:

@@ -1,11 +1,11 @@
-"""The targets of issues 13 and 22, read off a benchmark run (reported, not enforced).
+"""The project's step-time and compiled targets, read off a benchmark run (reported, not enforced).
 
-Issue 13 (step times):
+Step times:
 - XLA: host trace time of ``megatron_selective`` <= 1.2x of no checkpointing.
 - CPU eager: step time of ``megatron_selective`` <= torch SAC's (same decisions), and ``dots`` <= 1.05x;
   beside it, ``dots`` against torch SAC with dots' decisions (what the decisions themselves cost).
 
-Issue 22 (XLA under ``torch.compile(backend="openxla")``, the compiled rows of ``bench/compiled.py``):
+XLA under ``torch.compile(backend="openxla")`` (the compiled rows of ``bench/compiled.py``):
 compiled peak of ``megatron_selective`` <= 0.60x and of ``full`` <= 0.45x of compiled ``none``'s (exact
 bytes); host trace of compiled ``megatron_selective`` <= 1.0x lazy ``none``'s; its step <= 1.05x
 compiled ``none``'s.
@@ -47,7 +47,7 @@ def _exact(v: float | None) -> dict[str, Any] | None:
 
 
 def compiled_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Issue 22's targets from the compiled rows (``bench/compiled.py``, after ``derive``).
+    """The compiled targets from the compiled rows (``bench/compiled.py``, after ``derive``).
 
     Example: ``compiled_targets(rows)[0]["met"]``.
     """

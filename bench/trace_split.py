@@ -8,7 +8,7 @@ Default GPT (``xla_ckpt.models.GPTConfig()``, batch 8) on XLA, host time only (s
 - ``floor``: ``none``, the same blocks each under an empty ``TorchDispatchMode`` (the per-op floor of
   a dispatch-mode engine), and the presets, interleaved (``--rounds`` rounds, order reversed every
   other round), as per-round ratios to ``none``.
-- ``--captured``: the floor also times the design that leaves the per-op mode (issue 31): the GPT
+- ``--captured``: the floor also times the design that leaves the per-op mode: the GPT
   captured by ``torch.compile`` with a backend that only traces (AOTAutograd, no-op compilers, the
   library's fenced min-cut), so the captured forward and backward graphs still run lazily op by op.
 

@@ -75,7 +75,7 @@ def same(ref, got, device, tol, spec: bool, steps=(), after=None) -> str:
             continue
         assert g is not None, f"{name} is None"
         # equal_nan: a program that overflows (exp of a large value, then inf * 0) has NaN in the plain
-        # run too; the checkpointed one must have it at the same places (found by the hunt profile).
+        # run too; the checkpointed one must have it at the same places (the hunt profile draws such programs).
         torch.testing.assert_close(g, r, msg=lambda m, name=name: f"{name} differs: {m}", equal_nan=True, **tol)
     assert torch.equal(got.rng[0], ref.rng[0]), "the CPU RNG state after backward differs"
     assert got.rng[1] == ref.rng[1], (f"torch_xla's RNG state after backward differs: {got.rng[1]} vs {ref.rng[1]} "

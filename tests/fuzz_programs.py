@@ -1,7 +1,7 @@
 """Random programs for the differential fuzz test: a menu of ops, run with and without checkpointing.
 
-A program is a list of steps over a pool of (4, 4) tensors. The menu covers what broke checkpoint
-engines before: matmuls, activations, norms, dropout, rrelu (an op filling a tensor its autograd node
+A program is a list of steps over a pool of (4, 4) tensors. The menu covers what breaks checkpoint
+engines: matmuls, activations, norms, dropout, rrelu (an op filling a tensor its autograd node
 saved) and other random ops, views (among them unfold,
 view_as_complex / view_as_real, which XLA functionalizes as ``*_copy`` ops), in-place ops on fresh
 intermediates (right after the op that made them, also through those views) and on region inputs,
@@ -54,8 +54,8 @@ N = 4
 NAMES = ("qkv", "up", "attn")
 INDEX = (3, 1, 0, 2)
 
-# Tensors made inside the region and views over them (issue 20: on XLA, a factory op under a
-# dispatch mode returned a tensor outside functionalization, and its views read wrong elements).
+# Tensors made inside the region and views over them (on XLA, a factory op under a dispatch mode
+# can return a tensor outside functionalization, whose views read wrong elements).
 # A variant is a seed: it picks the factory and a chain of views (see _fresh_chain).
 FACTORIES = ("arange", "full_written", "eye", "linspace", "one_hot", "constant", "from_cpu", "randn", "new_full",
              "zeros_index_put")
@@ -79,7 +79,7 @@ MENU: list[tuple[str, int, int]] = [
     ("cat_split", 2, 1), ("index", 1, 3), ("tag_last", 0, 3), ("add", 2, 1), ("counter", 1, 1),
     ("state_index", 1, 1), ("outside_view", 1, 3), ("gates", 1, 1),
 ] + FRESH_MENU
-# What a user observes besides values and grads (issue 28): modules called inside the region with
+# What a user observes besides values and grads: modules called inside the region with
 # hooks that record values (a forward hook and a pre-hook), a hook that changes its module's output,
 # BatchNorm (momentum 0.1, and the cumulative average that reads the count it just advanced), a
 # module counting its calls in a buffer it reads. ``run`` compares every hook record (each call, its
@@ -97,9 +97,8 @@ MENU: list[tuple[str, int, int]] = [
 # "eval" switches every module to eval mode between forward and backward). "instance_norm": running
 # statistics written back through ``alias(running_mean).copy_`` (on XLA torch_xla's functional ``copy``
 # returns its argument's tensor id: the write went unnoted, a false CheckpointError at the replay).
-# "attributes": Python-side state a forward keeps (``_Attributes``); fn run again in backward changed it a
-# second time (a later session's hunt: a counter, a stored output's retained grad, an appended list, a
-# parameter hook fired twice).
+# "attributes": Python-side state a forward keeps (``_Attributes``); fn run again in backward must not change it a
+# second time (a counter, a stored output's retained grad, an appended list, a parameter hook fired twice).
 MENU += [("module", 1, 14)]
 MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "buffer_unfold", "buffer_t",
            "bw_hooked", "grad_hooked", "orthogonal", "dropped", "instance_norm", "attributes")
@@ -109,13 +108,13 @@ MODULES = ("logged", "shifted", "bn", "bn_cumulative", "counting", "written", "b
 # on XLA it was silently wrong grads). ``Outcome.aliased_written`` says whether the plain run wrote one.
 MENU += [("alias_input", 1, 5)]
 # XLA: ``xm.all_reduce(reduce_type, [t], scale=0.5)`` writes a value (an input or an intermediate) in place
-# outside the dispatcher (the list form tensor-parallel layers use; found by hand: the recorded program
-# recomputed the value from before it, silently wrong grads). Variant 0 reads it right after, 1 leaves it
+# outside the dispatcher (the list form tensor-parallel layers use: a recorded program that recomputed
+# the value from before it would give silently wrong grads). Variant 0 reads it right after, 1 leaves it
 # to later steps. Read again, a CheckpointError naming the IR node; never read again, exact. Eager has no
 # such write: there the step reads the value only.
 MENU += [("bypass", 1, 2)]
 STATEFUL = ("counter", "state_index")  # read Python-side state that changes between forward and recompute
-# Custom ops returning (Tensor, int) (issue 20): "pair" under the drawn policy, "pair_saved" always
+# Custom ops returning (Tensor, int): "pair" under the drawn policy, "pair_saved" always
 # saved (``run`` adds it to the policy) and never run again in backward (``run`` checks).
 NON_TENSOR_MENU: list[tuple[str, int, int]] = [("pair", 1, 2), ("pair_saved", 1, 2)]
 NON_TENSOR_KINDS = tuple(m[0] for m in NON_TENSOR_MENU)
@@ -182,8 +181,8 @@ _PACKETS = [aten.mm, aten.addmm, aten.sin, aten.tanh, aten.gelu, aten.native_lay
 _PACKETS += USER_PACKETS
 
 
-# Policies that decide by position or by value (issue 28: on XLA, saving the div and mul after a dropout
-# left its mask unread, and the replay drew it again). They count the calls of one region: ``run``
+# Policies that decide by position or by value (on XLA, saving the div and mul after a dropout leaves
+# its mask unread, and the replay must not draw it again). They count the calls of one region: ``run``
 # restarts every such policy before it runs a program.
 _COUNTING: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -533,7 +532,7 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = torch.cat([right, left], dim=1)
             elif k == "index":
                 idx = torch.tensor(INDEX, device=x[0].device)
-                rows = idx if ids is None else ids  # the region's int64 input (issue 28)
+                rows = idx if ids is None else ids  # the region's int64 input
                 pick = [lambda t, i, r: t.index_select(0, i), lambda t, i, r: t.gather(1, i.expand(N, N)),
                         lambda t, i, r: t[r]]
                 y = pick[s.variant](x[0], idx, rows)
@@ -544,8 +543,8 @@ def _body(steps: tuple[Step, ...], params: dict[str, torch.Tensor], counter: _Co
                 y = x[0] + 0.5 * x[1]
             elif k == "outside_view":
                 # A tensor from outside fn read through a view by an op autograd saves nothing of (the
-                # add): on XLA a view is a new buffer, so the replay's read of a parameter modified
-                # after the forward went unchecked (a wrong gradient, found with state_index's constant).
+                # add): on XLA a view is a new buffer, so the replay must check its read of a parameter
+                # modified after the forward (unchecked: a wrong gradient; state_index's constant likewise).
                 y = [lambda t: t + params["ln"].view(1, N), lambda t: t - params["bias"].expand(N, N),
                      lambda t: t + params["frozen"].t()[1:].sum(0)][s.variant](x[0])
             elif k == "counter":
@@ -780,7 +779,7 @@ def _index_put_fresh(variant: int, x: torch.Tensor) -> torch.Tensor:
 
 
 # Backward-phase calls of the always-saved custom op: a saved op is never run again (torch's SAC runs
-# it once; issue 20 found it run twice). Module-level: XLA runs backward on another thread.
+# it once, and so must the library). Module-level: XLA runs backward on another thread.
 _PHASE = {"backward": False, "reruns": 0}
 
 
@@ -846,8 +845,8 @@ class _Decompose(TorchDispatchMode):
         return func(*args, **kwargs) if out is NotImplemented else out
 
 
-# A dispatch mode the caller holds around backward (issue 20: a false CheckpointError on XLA, the
-# replay's stand-ins came out of functionalization under it): a profiler, an op counter, a mode
+# A dispatch mode the caller holds around backward (on XLA the replay's stand-ins must stay in
+# functionalization under it, or a false CheckpointError follows): a profiler, an op counter, a mode
 # that re-dispatches ops through their decompositions.
 OUTER = (None, "count", "flops", "decompose")
 
@@ -872,7 +871,7 @@ class Outcome:
 
 
 # The library's saved-tensor hooks around the forward, with or without a region: autograd skips its
-# in-place check for hooked tensors, so the hooks must make it (a class of failure found by review).
+# in-place check for hooked tensors, so the hooks must make it.
 # "parametrize_cached": ``torch.nn.utils.parametrize.cached()`` open around the forward only, as torch's docs
 # open it around a model call (the replay computed a cached parametrization at each read: the module zoo's
 # second round).
@@ -922,11 +921,11 @@ def _backward(kind: Optional[str], loss: torch.Tensor, leaves: list) -> None:
 # "autocast": the forward under ``torch.autocast(device, bfloat16)``, as mixed-precision training runs it
 # (the recompute must cast as the forward did; on XLA too). "forward_ad": the forward inside a
 # ``forward_ad.dual_level()`` with the region input dual (a fixed tangent); the output tangents are
-# compared too (the engine raised a bare RuntimeError there; regions now run plainly, warned).
+# compared too (regions run plainly there, warned).
 # "lossy_pack": the forward inside a user's ``saved_tensors_hooks`` pair that packs floating tensors as
 # bf16 (activation compression): the region's inner pair shadowed it, other grads than the plain run's.
 # "lossy_by_reference": ``weights_by_reference()`` inside that pair (``fsdp_xla``'s step under it); the
-# reference runs inside the pair only (the by-reference pair shadowed the user's: other grads, a later hunt).
+# reference runs inside the pair only (a by-reference pair that shadowed the user's would give other grads).
 HOOKS = ("none", "ledger", "by_reference", "parametrize_cached", "autocast", "forward_ad", "lossy_pack",
          "lossy_by_reference")
 # Contexts that change the plain run's rounding (a cached weight is computed once: its grad sums fewer
@@ -970,8 +969,8 @@ def _bf16_unpack(packed: Any) -> torch.Tensor:
 
 
 # A tensor the caller modifies in place between forward and backward (None: none). Plain autograd
-# raises if it saved that tensor; the recompute must not silently read the new value (a class of
-# failure found by review: parameters read by recomputed ops were not checked).
+# raises if it saved that tensor; the recompute must not silently read the new value (parameters
+# read by recomputed ops are checked too).
 # "eval": not a tensor: every module of the program switched to eval mode (``model.eval()`` for an
 # evaluation pass before ``loss.backward()``); plain autograd differentiates the forward's graph, and
 # so must the recompute (it ran BatchNorm and dropout in eval mode: a CheckpointError). The only entry
@@ -985,8 +984,8 @@ class _ReplayingThread:
 
     Each replay sets the process-wide CPU generator to the forward's state, draws and restores it; it
     must never change the program's random numbers, nor give its own region another mask (its grad is
-    compared with one computed from the forward's mask). A class of failure found in CI: two threads'
-    replays interleaved and one op drew the other's numbers without the check noticing.
+    compared with one computed from the forward's mask). The failure it guards against: two threads'
+    replays interleaving, one op drawing the other's numbers without the check noticing.
     """
 
     def __init__(self) -> None:
@@ -1021,7 +1020,7 @@ class _ReplayingThread:
         # torch keeps "a non-infra dispatch mode is active" in one process-wide flag that each mode
         # saves on enter and restores on exit; two threads' modes interleaving leave it set, and
         # torch.compile then skips every later frame of the process (0 graphs: a later compiled test
-        # failed). torch's own race, not a value: put the flag back when this thread is done.
+        # fails). torch's own race, not a value: put the flag back when this thread is done.
         self.flag = _python_dispatch._is_in_any_mode_without_ignore_compile_internals
         self.thread.start()
         self.started.wait(30)  # at least one replay before the program starts
@@ -1059,7 +1058,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
     a_leaf = torch.randn(N, N, generator=gen).to(device).requires_grad_()
     b = torch.randn(N, N, generator=gen).to(device)
     cot = torch.randn(3, N, N, generator=gen).to(device)
-    # The region also takes a tensor it never reads and an int64 one (issue 28's region did).
+    # The region also takes a tensor it never reads and an int64 one (users' regions take such inputs).
     extra = {"unused": torch.randn(N, 2, generator=gen).to(device), "ids": torch.tensor(INDEX).to(device)}
     if uses_alias(steps):  # inputs sharing b's memory, only for programs that use them
         extra.update(bt=b.t(), bs=b[1:3])
@@ -1105,7 +1104,7 @@ def run(steps: tuple[Step, ...], device: torch.device, policy: Any = None, verif
                 finally:
                     _PHASE["backward"] = False
             # torch_xla's seed before the sync: a sync derives the next one from the base seed alone,
-            # so a draw too many in backward (issue 28) no longer shows after it. Reading draws nothing.
+            # so a draw too many in backward would not show after it. Reading draws nothing.
             xla_rng = _xla_rng(device)
             sync(device)
         except RuntimeError as e:  # CheckpointError is a RuntimeError

@@ -84,7 +84,7 @@ def assert_same(
 
 
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
-    """Counts aten ops by overload packet (used to prove work was or was not done)."""
+    """Counts aten ops by overload packet (to prove work was or was not done)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,7 +3,7 @@
 The property (the first law): the checkpointed program gives exactly the plain program's forward
 values (each output), loss, input grad, every parameter grad, final input values and both RNG states
 after backward (the CPU generator's, and on XLA torch_xla's seed read before the sync: a sync derives
-the next seed from the base seed alone and hides a draw too many, issue 28); or it raises a
+the next seed from the base seed alone and hides a draw too many); or it raises a
 ``CheckpointError`` where it must (the plain run itself failed, or the program reads Python-side
 state that changes between forward and recompute). Never a different number.
 
@@ -49,12 +49,11 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks
     # precision is disallowed"), and the process is unusable after it ("Check failed: tensor_data").
     assume(hooks != "autocast" or not any(s.kind == "moe" for s in steps))
     # XLA:CPU has no bf16 all-reduce: the plain run of a "bypass" step under bf16 autocast fails ("AllReduce
-    # for datatype 'bf16' is not supported") and leaves the process unusable (found by the hunt profile).
+    # for datatype 'bf16' is not supported") and leaves the process unusable.
     assume(hooks != "autocast" or not any(s.kind == "bypass" for s in steps))
     # torch_xla 2.9 cannot lower a slice or select assignment from a dual tensor into a fresh one under
     # forward AD (``t[1:3] = dual``: "aten::as_strided ... Check failed: storage_offset + slice_size <=
-    # input_element_count (16 vs. 0)"), without the library too, and the process is unusable after it
-    # (found by the hunt profile).
+    # input_element_count (16 vs. 0)"), without the library too, and the process is unusable after it.
     assume(hooks != "forward_ad" or not any(s.kind == "index_put_fresh" and s.variant >= 2 for s in steps))
     # The same lowering fails for a write through a view of a fresh tensor that reads a region value under
     # forward AD (``view_writes`` with a read: "Error while lowering: aten::as_strided ... storage_offset +
@@ -64,8 +63,9 @@ def test_fuzz_xla(xla_device, steps, spec, after, direct, outer, backward, hooks
         check(steps, spec, xla_device, XLA_TOL, hooks=hooks, after=after, outer=outer, backward=backward)
 
 
-# Issue 20: a dispatch mode around backward (the XLA replay's stand-ins left functionalization under
-# it: a false CheckpointError at a dropout), custom ops returning (Tensor, int) (a saved one ran again).
+# A dispatch mode around backward (on XLA the replay's stand-ins must stay in functionalization under
+# it, or a dropout raises a false CheckpointError), custom ops returning (Tensor, int) (a saved one must
+# not run again).
 MODES = ("pair", "pair_saved", "dropout", "rand_mask", "linear", "act", "add", "view", "inplace_last")
 
 
@@ -104,7 +104,7 @@ def test_fuzz_eval_before_backward_xla(xla_device, steps, spec, direct):
 
 
 # Tensors made inside the region (factory ops, a copy from the CPU, index_put on a fresh tensor) and
-# chains of views over them and over the region's values, among a few ordinary ops (issue 20).
+# chains of views over them and over the region's values, among a few ordinary ops.
 FRESH = FRESH_KINDS + ("linear", "act", "matmul", "add")
 
 
@@ -118,8 +118,8 @@ def test_fuzz_fresh_tensors_cpu(steps, spec):
 @fuzz(0.125)
 @given(steps=programs(only=FRESH), spec=policy_specs(), direct=st.booleans(), verify=st.booleans())
 def test_fuzz_fresh_tensors_xla(xla_device, steps, spec, direct, verify):
-    """XLA: a factory op under the region's dispatch mode returned a tensor outside functionalization,
-    whose views read the wrong elements: wrong forward values under every policy (issue 20)."""
+    """XLA: a factory op under the region's dispatch mode can return a tensor outside functionalization,
+    whose views read the wrong elements: wrong forward values under every policy."""
     with replay_kind(direct):
         ref = run(steps, xla_device)
         got = run(steps, xla_device, resolve(spec), verify=verify)
@@ -150,7 +150,7 @@ def test_fuzz_writes_through_views_xla(xla_device, steps, spec, direct):
 # Tensors from outside fn (closure parameters, constants built from Python state) read through views
 # by recomputed ops, modified after the forward, with in-place ops that send XLA regions to the
 # general replay: on XLA each view is a new buffer, and fn run again read a new value unchecked (a
-# wrong w.grad, 2.67 off, in CI).
+# wrong w.grad, 2.67 off).
 OUTSIDE_KINDS = ("outside_view", "state_index", "linear", "add", "act", "inplace_last", "index")
 
 
@@ -172,7 +172,7 @@ def test_fuzz_outside_tensors_xla(xla_device, steps, spec, after, direct, verify
 
 
 # Writes that bypass the dispatcher (XLA: ``xm.all_reduce``'s list form) among ops the recorded program
-# recomputes: it recomputed the value from before the write, silently wrong grads (found by hand).
+# recomputes: recomputing the value from before the write would give silently wrong grads.
 BYPASS_KINDS = ("bypass", "linear", "act", "add", "matmul", "view", "dropout")
 
 
@@ -255,8 +255,8 @@ def test_outcomes_are_mostly_exact():
 
 @pytest.mark.xla
 def test_verify_on_xla_accepts_the_recomputes_own_rounding(xla_device):
-    """CI's program: XLA compiles the recompute into another graph (9.5e-7 off on an fp32 add), which
-    verify took for non-determinism; it compares with dtype tolerances on XLA now (``XLA_VERIFY_TOL``)."""
+    """XLA compiles the recompute into another graph (9.5e-7 off on an fp32 add), which verify must not
+    take for non-determinism: it compares with dtype tolerances on XLA (``XLA_VERIFY_TOL``)."""
     steps = (Step("linear", (0,), 0), Step("factory", (0,), 0))
     with replay_kind(False):
         ref = run(steps, xla_device)
@@ -264,10 +264,10 @@ def test_verify_on_xla_accepts_the_recomputes_own_rounding(xla_device):
     assert same(ref, got, xla_device, XLA_TOL, spec=True, steps=steps) == "exact"
 
 
-# What a user observes around recompute (issue 28): hooks inside the region fire once with the forward's
-# values (a second call in backward read the replay's stand-ins), buffers a forward writes end the step
-# as without the library (BatchNorm's statistics moved twice), and a cumulative average or a counter
-# that reads the buffer it just wrote replays exactly (a false error before).
+# What a user observes around recompute: hooks inside the region fire once with the forward's
+# values (a second call in backward would read the replay's stand-ins), buffers a forward writes end the
+# step as without the library (BatchNorm's statistics move once), and a cumulative average or a counter
+# that reads the buffer it just wrote replays exactly (no false error).
 OBSERVED = ("module", "linear", "act", "add", "dropout", "inplace_last", "view", "alias_input")
 
 

@@ -65,7 +65,7 @@ def check_compiled(steps, spec, quiet: bool = False, backward=None) -> str:
 def test_fuzz_compiled_cpu(steps, spec, quiet, backward):
     # torch 2.9's compile of a write into an input of the graph that shares memory with another (``b.add_``
     # then ``b.t()``, both graph inputs) is wrong without the library (loss 6.39 and w.grad 6.83 off the eager
-    # run), and ours equals neither; exact everywhere on torch 2.15 (found by a hunt). Eager refuses it by name.
+    # run), and ours equals neither; exact everywhere on torch 2.15. Eager refuses it by name.
     assume(TORCH_VERSION >= (2, 15) or not any(s.kind == "alias_input" and s.variant == 4 for s in steps))
     # quiet: hooks that record nothing, which Dynamo traces into the region; otherwise a hooked module's
     # records are compared, and its region runs in the eager engine (a side effect breaks the graph).

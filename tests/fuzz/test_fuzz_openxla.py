@@ -8,8 +8,8 @@ where the plain compile is off the lazy run, ours must equal the lazy run.
 
 One thing is not ours and is told apart: torch_xla reuses a compiled program by a hash of the lazy IR in
 which a device-data leaf counts by shape only, so two programs that differ in which same-shaped input
-feeds which op share a hash and the second runs the first's program (pytorch/xla#8353, open in 2.9). The
-hunt met it in 2 of 300 programs (once in the plain compile), each exact in a fresh process, under
+feeds which op share a hash and the second runs the first's program (pytorch/xla#8353, open in 2.9). A
+hunt meets it in about 2 of 300 programs (in the plain compile too), each exact in a fresh process, under
 ``aot_eager`` on XLA and lazily (``tests/probes/openxla_fuzz_probe.py``). A mismatch is accepted as that
 only when the graph hash of one of its runs was computed before for another IR text in this process.
 An AssertionError out of the bridge in the plain compile (a BatchNorm behind a hook's graph break) is the

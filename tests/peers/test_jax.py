@@ -322,8 +322,8 @@ _MATMULS = (aten.mm, aten.bmm, aten.addmm, aten.baddbmm)
 def test_remat_checkpoint_dots_with_no_batch_dims():
     """JAX test_remat_checkpoint_dots_with_no_batch_dims: einsum('ij,jk->ik') has no batch dims.
 
-    On CPU torch runs it as an aten.bmm of batch 1: the policy must judge the shapes, not the name
-    (issue 15 item 3). Backward runs 6 matmuls (2 per saved product), not 9.
+    On CPU torch runs it as an aten.bmm of batch 1: the policy must judge the shapes, not the name.
+    Backward runs 6 matmuls (2 per saved product), not 9.
     """
     f = _three(lambda x: torch.einsum("ij,jk->ik", x, x))
     x = torch.ones(2, 2, requires_grad=True)
@@ -418,7 +418,7 @@ def _n_saved(policy):
 
 @pytest.mark.parametrize("names, n", [(("y", "z", "w"), 0), (("z", "w"), 1), (("w",), 2), ((), 3)])
 def test_name_denylist(names, n):
-    """JAX test_name_denylist: save_any_names_but_these saves only *named* values (issue 15 item 4)."""
+    """JAX test_name_denylist: save_any_names_but_these saves only *named* values."""
     assert _n_saved(pol.save_any_names_but_these(*names)) == n
 
 

@@ -61,7 +61,6 @@ from helpers import OpCounter, assert_same, grads_of
 from xla_ckpt import Decision, policies
 
 aten = torch.ops.aten
-ITEM1 = "engine: autograd.grad inside a region (issue 15 item 1)"
 
 
 def c(fn, policy="nothing_saveable"):
@@ -397,8 +396,8 @@ def test_nested_checkpoint(name, request):
     _no_state_left()
 
 
-def test_autograd_grad_inside_region_issue_example():
-    """Issue 15 item 1, verbatim: g(x) = grad(x.sin().exp(), x, create_graph=True) under checkpoint."""
+def test_autograd_grad_inside_region_create_graph():
+    """Double backward through a region: g(x) = grad(x.sin().exp(), x, create_graph=True) under checkpoint."""
     def g(x):
         return torch.autograd.grad(x.sin().exp(), x, create_graph=True)[0]
 

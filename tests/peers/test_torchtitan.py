@@ -5,8 +5,8 @@ Source: pytorch/torchtitan tests/unit_tests/test_activation_checkpoint.py, class
 directly (a grandchild, never through ``moe``'s forward), then ``self.attention.wq``, then
 ``self.output``. torchtitan's op-level SAC saves the mm of the modules its save list names and
 force-recomputes the mm of the modules named in ``per_op_sac_force_recompute_mm_shapes_by_fqns``:
-both need the fully qualified name of the module running each op, whichever way it was called
-(issue 15 item 2). Here that policy is a small frozen dataclass over ``OpCall.module``, applied
+both need the fully qualified name of the module running each op, whichever way it was called.
+Here that policy is a small frozen dataclass over ``OpCall.module``, applied
 through ``xla_ckpt.apply`` and through ``checkpointed`` on the block instance.
 
 Sizes are 64 instead of 512 (the machine is shared); FLOPs are normalised by 64**3 * 2 exactly as

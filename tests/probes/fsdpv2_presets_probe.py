@@ -71,7 +71,7 @@ def main() -> None:
         layers = model.model.layers
         for i, layer in enumerate(layers):
             layers[i] = FSDPv2(layer, mesh=mesh)
-        # refused fsdp_xla before issue 31; the root's output is a CausalLMOutputWithPast: shard its logits
+        # accepts fsdp_xla too (its root forward stays a bound method); the root's output is a CausalLMOutputWithPast: shard its logits
         # over the batch, as the Trainer's recipe does
         wrapped = FSDPv2(model, mesh=mesh, shard_output=lambda out, m: xs.mark_sharding(out.logits, m, ("fsdp", None, None)))
         batch = hf_models.batch("llama", model, batch=BATCH, seq_len=SIZES["seq_len"],

@@ -1,4 +1,4 @@
-"""Inputs that share memory, one of them written in place by fn (found by review).
+"""Inputs that share memory, one of them written in place by fn.
 
 On XLA every view is a buffer of its own, so two inputs where one is a view of the other looked
 unrelated: a write to one kept a starting copy of that one only, and the replay read the other as the

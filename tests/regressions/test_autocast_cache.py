@@ -1,4 +1,4 @@
-"""Autocast's weight-cast cache and the recompute (found by the fuzz's ``autocast`` kind, CPU).
+"""Autocast's weight-cast cache and the recompute (the fuzz's ``autocast`` kind, CPU).
 
 Autocast caches the cast of a leaf that requires grad (a weight) while any autocast context is open,
 and clears the cache when the outermost one exits. The recompute ran ``fn`` inside autocast contexts

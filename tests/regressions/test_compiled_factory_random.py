@@ -1,10 +1,10 @@
-"""A random factory op in a region under ``torch.compile(backend="aot_eager")`` (found sweeping random ops).
+"""A random factory op in a region under ``torch.compile(backend="aot_eager")``.
 
 ``torch.randn(shape)``, ``torch.rand(shape)`` or ``torch.randperm(n)`` inside a checkpointed region
 under an AOTAutograd backend raised the ``CheckpointError`` meant for ``backend="eager"`` ("torch
 recomputes it with fresh random numbers... compile with backend='aot_eager'"), while compiling with
 'aot_eager' already: a false error where the plain compile runs. The lowering told AOTAutograd's trace
-from torch's step-time SAC by the op's tensor arguments being fake, and a factory op has none. It now
+from torch's step-time SAC by the op's tensor arguments being fake, and a factory op has none. It
 also looks for the fake mode on the dispatch stack. ``randn_like`` and dropout (a tensor argument) were
 fine. Values, grads and the CPU RNG state after the step equal the plain compiled step's.
 """
@@ -65,7 +65,7 @@ def test_a_random_factory_op_under_aot_eager_is_the_plain_compiled_step(name: st
 
 
 def test_the_eager_backend_still_refuses_a_random_factory_op() -> None:
-    """The error the fix narrows is still raised where it is true: torch's SAC at step time."""
+    """The error is still raised where it is true: torch's SAC at step time."""
 
     def block(t: torch.Tensor) -> torch.Tensor:
         return F.relu(t) * torch.randn(t.shape)

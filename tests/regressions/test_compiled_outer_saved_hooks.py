@@ -1,11 +1,11 @@
-"""A user's ``saved_tensors_hooks`` pair open around a compiled, checkpointed model (compiled-path sweep).
+"""A user's ``saved_tensors_hooks`` pair open around a compiled, checkpointed model.
 
 Under ``torch.compile`` the pair packs what the compiled forward saves. A checkpointed region saved
 less and recomputed the rest in backward from its packed inputs, so a lossy pair (activations packed
 as bf16) gave other gradients than the same compile without the library, silently (0.004 on a 2-block
 MLP, 0.08 with BatchNorm; aot_eager and inductor, every preset; 0.04-0.06 under openxla on XLA:CPU),
-and the pack counts differed (24 vs 20). torch's own checkpoint under compile does the same. Now a region traced while a user's pair is open
-leaves the partition to the compiler (nothing marked): the plain compile's values, counts, buffers and
+and the pack counts differed (24 vs 20). torch's own checkpoint under compile does the same. A region
+traced while a user's pair is open leaves the partition to the compiler (nothing marked): the plain compile's values, counts, buffers and
 RNG state, with a warning that the region saves no memory in that graph (``_compile/marks.py``).
 """
 

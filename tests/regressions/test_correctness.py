@@ -293,7 +293,7 @@ def test_draw_interleaved_inside_an_op_is_an_error():
 def test_two_threads_replays_never_interleave(monkeypatch):
     """Case 6: a replayed random op sets the process-wide state, runs, checks and restores it; another
     thread's replay inside that window could restore a state equal to this op's forward "after" and
-    fool the check (a wrong mask, silently: seen in CI under torch 2.13). The window is exclusive:
+    fool the check (a wrong mask, silently, seen under torch 2.13). The window is exclusive:
     here thread A pauses inside it and invites thread B's whole backward in; B must wait for A."""
     from xla_ckpt._ir import replay_state as _replay_state
 

@@ -3,8 +3,8 @@
 A factory op without a device (``torch.ones(4)``) goes to the default device: the one of an open
 ``with torch.device(d)`` (or ``torch.set_default_device``). Opened around the forward only, with
 backward outside it, fn run again made the tensor on the CPU: a CheckpointError ("called with other
-arguments than in forward") where plain autograd, which reads the forward's tensors, is fine. Found
-trying user programs by hand (a later session); ``_engine/members.py`` keeps it. (A context around
+arguments than in forward") where plain autograd, which reads the forward's tensors, is fine.
+``_engine/members.py`` keeps it for the recompute. (A context around
 backward only does not reach the recompute: autograd runs backward without the caller's torch-function
 modes.) Eager CUDA meets it the same way; no CUDA device here.
 """

@@ -1,4 +1,4 @@
-"""Empty tensors are buffers of their own (found by the fuzz's ``moe`` kind on CPU).
+"""Empty tensors are buffers of their own (the fuzz's ``moe`` kind on CPU).
 
 Mixtral-style routing gives an expert no token now and then: ``x[mask.nonzero()[:, 0]]`` is empty, and
 so is the expert linear's saved input. Eager buffers were keyed by address, and every empty storage has

@@ -3,8 +3,8 @@
 ``rrelu_with_noise`` writes the noise it draws into an ``empty_like`` buffer that autograd saved for
 backward just before the op ran; autograd does not count that write (the noise's version stays 0) and
 backward reads the filled noise. The engine took the write for a later in-place change of a saved
-tensor: a ``CheckpointError`` saying plain autograd raises the same, which it does not (found with the
-differential fuzz's rrelu variant; the dropout kind draws it since). Eager now judges the op's own
+tensor: a ``CheckpointError`` saying plain autograd raises the same, which it does not (the
+differential fuzz's rrelu variant and its dropout kind draw it). Eager judges the op's own
 saves by their versions, as autograd does, and the replay runs the op, and so the fill, again.
 
 On XLA the recorded program reads the buffer from before the write (a wrong gradient when the engine

@@ -1,8 +1,8 @@
-"""A user's TorchFunctionMode open around a checkpointed forward (later session, by hand).
+"""A user's TorchFunctionMode open around a checkpointed forward.
 
 ``Tensor.backward()`` runs backward without the caller's torch-function modes, so where the recompute runs fn again a
 mode that changes or adds ops (here: doubles every tanh) makes it diverge. That is a CheckpointError (never
-a silent difference), but its likely cause named a call counter or a running statistic; it now names the
+a silent difference), but its likely cause named a call counter or a running statistic; it names the
 mode and the fix. A mode entered inside fn runs in the recompute too (exact), and a mode that only watches
 (records the calls) around the forward sees fn's calls once each, as without the library. (One open around
 ``torch.autograd.backward`` too sees the recompute's calls, as a dispatch mode does.)

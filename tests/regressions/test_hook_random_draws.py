@@ -1,4 +1,4 @@
-"""A user's module hook inside a region that draws random numbers (found by hand, a later hunt).
+"""A user's module hook inside a region that draws random numbers.
 
 A forward hook applying dropout to its module's output (``lambda m, a, out: F.dropout(out, 0.5)``) or a
 pre-hook adding noise (``a[0] + 0.1 * torch.randn_like(a[0])``) runs once, in the forward, with the
@@ -7,9 +7,9 @@ returned. Its draw is no recorded op, so the forward's chain of draws (``_engine
 broken, as if fn had set the seed itself. On XLA that made the general replay (fn run again: any region
 with an in-place op, here BatchNorm's running statistics) raise a ``CheckpointError`` claiming fn sets
 torch_xla's seed itself, under every policy, where the plain step runs and nothing would be drawn again.
-The forward now reads the generators around such a hook and counts its draws as links of the chain:
-exact, both RNG streams included. On the CPU the region's replay restored the generator as well (exact
-before too; the test pins it).
+The forward reads the generators around such a hook and counts its draws as links of the chain:
+exact, both RNG streams included. On the CPU the region's replay restores the generator as well (the
+test pins it there too).
 """
 
 from __future__ import annotations

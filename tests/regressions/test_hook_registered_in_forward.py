@@ -1,10 +1,10 @@
-"""A module hook that fn registers on each call and removes before returning (later session, by hand).
+"""A module hook that fn registers on each call and removes before returning.
 
 ``h = self.proj.register_forward_hook(lambda m, a, out: out + 1)`` ... ``h.remove()`` inside a checkpointed
 forward (per-call adapters, a temporary probe): fn run again in backward registers another function object,
-which the replay did not recognise as the forward's hook, so what it returned was not handed back: a
+which a replay that did not recognise it as the forward's hook would not hand back what it returned: a
 ``CheckpointError`` ("values differ from the forward's ... was removed before backward"), CPU, every policy
-that recomputes. The replay now matches a hook by its code too: the forward's result, the hook called once.
+that recomputes. The replay matches a hook by its code too: the forward's result, the hook called once.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""User hooks inside a region that write in place, and fn writing what a hook returned (found by the fuzz).
+"""User hooks inside a region that write in place, and fn writing what a hook returned.
 
-The replay does not call hooks again (issue 28). Two programs it got wrong, both found by the fuzz's
-``hunt`` profile (``XLA_CKPT_FUZZ=hunt``) and now in its generator (``fuzz_programs.MODULES``):
-- a forward hook that writes its module's output in place and returns None: the replay skipped the
-  write, and the gradients were silently wrong (w.grad 25.0 off on a Linear, CPU, every policy);
-- fn writing in place the tensor a hook returned: a ``RuntimeError`` (the replay's stand-in was a leaf
-  that needs grad), and with the write allowed the kept value would have been the written one.
+The replay does not call hooks again, which makes two programs delicate (the fuzz's ``hunt`` profile,
+``XLA_CKPT_FUZZ=hunt``, draws both; its generator: ``fuzz_programs.MODULES``):
+- a forward hook that writes its module's output in place and returns None: a replay that skipped the
+  write would give silently wrong gradients (w.grad 25.0 off on a Linear, CPU, every policy);
+- fn writing in place the tensor a hook returned: the replay's stand-in is a leaf that needs grad (a
+  ``RuntimeError``), and with the write allowed the kept value would be the written one.
 A hook that writes its module's inputs changes tensors fn holds outside the module call, which the
 replay cannot repeat: a ``CheckpointError`` naming the hook and the module.
 """

@@ -1,4 +1,4 @@
-"""Inputs written in place through a view, and tensors fn makes and then writes (found by the XLA fuzz).
+"""Inputs written in place through a view, and tensors fn makes and then writes.
 
 On XLA every view is a buffer of its own, so a write through ``t.t()`` did not count as a write to the
 input ``t``: the replay started from the input as the forward left it and wrote it a second time

@@ -1,10 +1,11 @@
-"""A counter the policy keeps, written back by the replay (found by ``XLA_CKPT_FUZZ=hunt``, seed 8).
+"""A counter the policy keeps, written back by the replay (``XLA_CKPT_FUZZ=hunt`` draws it, seed 8).
 
 On XLA a BatchNorm1d(momentum=None) reads ``num_batches_tracked`` to average (``1 / count``), and
 torch_xla traces its ``add_(1)`` as a functional ``add`` whose output a policy saving ``aten.add``
-keeps. The replay puts the counter back to its value before the forward with ``copy_``, which on XLA
-writes into the XLA tensor under the counter's wrapper: the kept ``add`` output itself, so the replay
-read the count as 0 (ZeroDivisionError in backward; a strict xfail until ``xla_state.assign``).
+keeps. The replay puts the counter back to its value before the forward; a plain ``copy_`` on XLA
+writes into the XLA tensor under the counter's wrapper, the kept ``add`` output itself, so the replay
+would read the count as 0 (ZeroDivisionError in backward): ``xla_state.assign`` moves the wrapper to a
+new XLA tensor before the copy.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_fused_moving_average_fake_quantize(device, policy):
 def test_fake_quantize_eager(policy):
     """The unfused FakeQuantize (a MovingAverageMinMaxObserver, which branches in Python on its own
     min/max buffers). CPU only: on XLA nothing_saveable and dots_saveable raise a CheckpointError (the
-    replay diverges at the observer's branch), reported with the zoo hunt that added this file."""
+    replay diverges at the observer's branch)."""
     from torch.ao.quantization import FakeQuantize
 
     def make() -> nn.Module:
@@ -223,8 +223,8 @@ def test_gru_two_layers_with_dropout(device, policy):
     """torch's GRU on CPU splits its gate matmuls with ``unsafe_split`` and writes each gate in place:
     pieces of one storage that share no version counter. The engine, keying buffers by storage, took
     the write to one gate for a write to the gate saved before it: a false CheckpointError saying plain
-    autograd raises the same (found by the zoo hunt that added this file). Writes that provably miss a
-    saved tensor's elements are judged by its version now (``_base.overlap``). Importing torch_xla puts
+    autograd raises the same. Writes that provably miss a saved tensor's elements are judged by its
+    version (``_base.overlap``). Importing torch_xla puts
     its scan-based GRU at ``nn.GRU`` (XLA tensors only): CPU takes torch's own from ``nn.modules.rnn``."""
     cls = nn.GRU if device.type == "xla" else nn.modules.rnn.GRU
     check_module(lambda: _Recurrent(cls), [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=False)

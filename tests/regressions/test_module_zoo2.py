@@ -283,7 +283,7 @@ class _Functional(nn.Module):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_functional_call_on_a_checkpointed_model(device, policy):
     """The recompute ran with the model's own weights (CheckpointError "values differ from the
-    forward's" on CPU and XLA, everything_saveable aside); now with the tensors the forward ran with."""
+    forward's" on CPU and XLA, everything_saveable aside); it runs with the tensors the forward ran with."""
     ids = torch.tensor([[1, 2, 4, 5, 7], [4, 3, 2, 9, 15]])
     check_module(_Functional, [ids], device, lambda m: xla_ckpt.checkpointed(m.model, policy=policy), fewer_bytes=False)
 
@@ -526,7 +526,7 @@ class _CachedAround(nn.Module):
 def test_parametrize_cached_around_the_forward(device, policy):
     """``parametrize.cached()`` open around the model call, closed before backward: the forward computed
     the weight once and read the cache after, the replay (cache closed) computed it at each read: a
-    CheckpointError ("diverged ... aten.tril") on CPU, every policy. The replay now caches as the forward did."""
+    CheckpointError ("diverged ... aten.tril") on CPU, every policy. The replay caches as the forward did."""
 
     def wrap(m: nn.Module) -> None:
         xla_ckpt.checkpointed(m, policy=policy)
@@ -608,7 +608,7 @@ class _FrozenAfter(nn.Module):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_requires_grad_switched_off_before_backward(device, policy):
     """The replay ran with the frozen flags and saved fewer tensors than the forward: a CheckpointError
-    ("saved 4 tensors; the forward ... saved 6") on CPU; it now runs with the flags the forward found."""
+    ("saved 4 tensors; the forward ... saved 6") on CPU; it runs with the flags the forward found."""
     check_module(_FrozenAfter, [fixed_randn(3, 8)], device, lambda m: xla_ckpt.checkpointed(m.d, policy=policy), fewer_bytes=False)
 
 
@@ -626,8 +626,8 @@ class _HooksDisabled(nn.Module):
 
 
 def test_saved_tensor_hooks_disabled(device):
-    """Before: a bare RuntimeError with the disabler's message from pushing the region's hooks (torch's
-    checkpoint raises the same). Now the block runs plainly, as under torch.func, with a notice. (No
+    """Pushing the region's hooks would raise a bare RuntimeError with the disabler's message (torch's
+    checkpoint raises the same). The block runs plainly, as under torch.func, with a notice. (No
     ``saved_activations`` around it: torch refuses to disable hooks while some are active.)"""
 
     def run(wrap: bool) -> list:
@@ -668,8 +668,8 @@ def test_instance_norm_running_stats(device, policy):
 def test_parametrize_cache_count_moved_by_another_thread_during_a_recompute():
     """parametrize's cache is process-wide: another thread's ``cached()`` block that closes while a recompute
     runs here (the fuzz's replaying thread met one) must leave caching off and the cache empty, as without the
-    library. The recompute used to write back the count it found (1): caching stayed on for good, and the next
-    module with a reused id read a stale weight (an XLA tensor in a CPU test, in CI)."""
+    library. A recompute that wrote back the count it found (1) would leave caching on for good, and the next
+    module with a reused id would read a stale weight (an XLA tensor in a CPU test)."""
     P = nn.utils.parametrize
     opened, replaying, closed = threading.Event(), threading.Event(), threading.Event()
 

@@ -1,10 +1,10 @@
-"""What a user observes around recompute, beyond values and grads (issue 28): hooks and buffers.
+"""What a user observes around recompute, beyond values and grads: hooks and buffers.
 
 Each test runs the same model with and without xla_ckpt and compares what the user sees: every
 record a hook made (how many calls, which values), every buffer after the step (and the next eval
 forward), and the outputs and every gradient. The hook records are the first law's "never a stand-in":
-before, a forward hook inside a region fired again in backward and read the replay's uninitialised
-stand-ins (6.6e21 off), and a BatchNorm moved its running statistics twice per step.
+a forward hook inside a region that fired again in backward would read the replay's uninitialised
+stand-ins (6.6e21 off), and a BatchNorm would move its running statistics twice per step.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""BatchNorm in training inside a region under ``torch.compile(backend="openxla")`` (found by hand, a later session).
+"""BatchNorm in training inside a region under ``torch.compile(backend="openxla")``.
 
 A region holding BatchNorm recomputes it in backward under the replaying policies, and the recomputed op
 reads the running statistics (its outputs do not depend on them: ``_compile.input_writes.STATISTICS_ONLY``).
@@ -6,7 +6,7 @@ Under ``openxla`` AOTAutograd writes the new statistics back in its Python epilo
 after the forward saved them for that recompute: the copy moves their version, and backward raised
 autograd's bare ``RuntimeError`` ("modified by an inplace operation", a ``[32]`` XLA tensor) where the
 plain compile runs, under every policy (inductor and ``aot_eager`` keep the write in the graph: fine).
-On XLA the BatchNorm op is now saved, as a random op is there: outputs, every grad and the statistics
+On XLA the BatchNorm op is saved, as a random op is there: outputs, every grad and the statistics
 equal the plain compile's over two steps.
 """
 

@@ -1,11 +1,11 @@
-"""A buffer a region advances and reads, under ``torch.compile(backend="openxla")`` (found by hand, a later session).
+"""A buffer a region advances and reads, under ``torch.compile(backend="openxla")``.
 
 ``self.n.add_(1)`` then ``x.sin() * (1 + 0.1 * self.n)`` in a checkpointed module: the write is saved
 (``_compile.input_writes``), so the forward graph returns the buffer's new value twice, as the value
 AOTAutograd's epilogue copies into the buffer and as a value backward reads (the recompute of
 ``1 + 0.1 * n`` starts from it). torch_xla's dynamo bridge then took that saved value for a constant of
 the backward graph: backward read the first step's ``n`` at every step, x.grad 1.1, 1.1, 1.1 where the
-plain compile and the lazy run give 1.1, 1.2, 1.3, silently. The forward now saves its own copy of such a
+plain compile and the lazy run give 1.1, 1.2, 1.3, silently. The forward saves its own copy of such a
 value (``_compile.fence.separate_saved_writes``).
 """
 

@@ -1,9 +1,9 @@
-"""A user's ``saved_tensors_hooks`` pair opened around a checkpointed call (later session, by hand).
+"""A user's ``saved_tensors_hooks`` pair opened around a checkpointed call.
 
 torch applies only the innermost saved-tensor hook pair, and the region's own pair is inside the
-user's: before, the user's pair never saw what autograd saved inside the region. A lossy pair (saved
+user's: left so, the user's pair never sees what autograd saved inside the region. A lossy pair (saved
 activations packed as bf16, the usual activation compression) gave other gradients than the plain run,
-silently (w.grad 1e-3 off, every policy), and the pair's pack / unpack counts differed. Now each
+silently (w.grad 1e-3 off, every policy), and the pair's pack / unpack counts differed. So each
 tensor the region hands back at unpack (kept or recomputed) passes through the user's pair then:
 the plain run's values and counts (the user's pack runs in backward for the region's tensors).
 """

@@ -1,4 +1,4 @@
-"""A user's ``saved_tensors_hooks`` pair around a step of a model ``apply`` wrapped, on XLA (a later hunt).
+"""A user's ``saved_tensors_hooks`` pair around a step of a model ``apply`` wrapped, on XLA.
 
 On XLA ``apply`` also corrects the stock ``nn.Linear`` / ``nn.LayerNorm`` it leaves outside the regions
 (``_api/outside.py``: an LM head, a final norm): they keep the input and the weight, as CPU does, and
@@ -8,13 +8,13 @@ the *packed* input, where the stock op packs its own ``x_hat``, so every gradien
 silently (an HF GPT-2 from ``hf_models``, ``full``: wte.grad 2e-4 off on a 0.14 scale, the pair's pack
 count 70 where the plain step's is 67; the small GPT below: 3.8e-5 off, 2.7% relative, with the bf16
 pair, 1.0e-4 with the shifting one). Under a user's pair the stock
-forward runs now, as under ``torch.compile``; the regions pass their tensors through the pair as before
+forward runs, as under ``torch.compile``; the regions pass their tensors through the pair
 (``tests/regressions/test_outer_saved_hooks.py``).
 
 ``fsdp_xla`` runs the model's forward under ``weights_by_reference()``, whose saved-tensor pair is inside the
 user's: what the step saved outside the regions never met the user's pair, and the regions did not see it
 either (they look for a user's pair at their start, where the by-reference pair is on top). A lossy pair gave
-other grads on CPU and XLA (HF GPT-2: wte.grad 4.4e-4 off). Under a user's pair the by-reference scope now
+other grads on CPU and XLA (HF GPT-2: wte.grad 4.4e-4 off). Under a user's pair the by-reference scope
 hands every tensor to the user's pair, as without the library, and its regions pass theirs through it.
 """
 

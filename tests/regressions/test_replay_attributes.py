@@ -1,11 +1,11 @@
 """Attributes a checkpointed module's forward assigns are the forward's after backward, not the replay's.
 
 Where the recompute runs fn again (eager devices), fn assigns its module attributes a second time, in
-backward; plain autograd never runs the forward again. Found by hand (hunt-a): a module storing an
+backward; plain autograd never runs the forward again. A module storing an
 intermediate for later (``self.attn = probs``, with ``retain_grad()`` for a saliency map) ended the step
 holding the replay's tensor, whose ``.grad`` is None (plain: the gradient); and a Python call counter
 (``self.calls += 1``) advanced twice per step, so a warm-up branch on it switched a step early: silently
-other losses and grads from the third step on, every policy that replays. The recompute now puts each
+other losses and grads from the third step on, every policy that replays. The recompute puts each
 module's ``__dict__`` back as it found it (``_engine/members.py``): the stored tensor is the forward's, and
 a counter the forward reads after the replay moved it is the documented ``CheckpointError``.
 """

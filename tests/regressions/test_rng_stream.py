@@ -1,7 +1,7 @@
-"""The RNG stream after a checkpointed step equals the plain step's, on the CPU and on XLA (issue 28).
+"""The RNG stream after a checkpointed step equals the plain step's, on the CPU and on XLA.
 
-When this was found, random ops on XLA were kept from the forward (never redrawn; since issue 31 they
-are recomputed when the policy says so, from the forward's seed). A kept random output that backward never
+A random op on XLA is kept from the forward or, when the policy says so, recomputed from the forward's
+seed. A kept random output that backward never
 reads is dropped at the end of forward, and the general replay (``fn`` run again: a region with
 dropout always takes it, since dropout writes in place) ran the op again: one more draw from
 torch_xla's seed, traced but never executed. Values and grads stayed exact; torch_xla's running seed
@@ -119,7 +119,7 @@ POLICIES = {"by_position": ByPosition, "by_value": lambda: by_value, "everything
 
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_rng_stream_after_a_step_equals_the_plain_step(device, name):
-    """Issue 28's repro: a saved dropout mask backward never reads was drawn again in the replay (XLA)."""
+    """A saved dropout mask backward never reads is not drawn again in the replay (XLA)."""
     _same(device, POLICIES[name]())
     if device.type == "xla" and name == "by_position":
         _same(device, POLICIES[name](), direct=True)  # and the recorded program, where the region has one

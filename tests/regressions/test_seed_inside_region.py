@@ -1,10 +1,10 @@
-"""fn seeding torch's CPU generator itself inside a region (found sweeping random ops).
+"""fn seeding torch's CPU generator itself inside a region.
 
 ``torch.manual_seed(5)`` (or ``torch.set_rng_state``) inside a checkpointed function, before its dropout:
 values and grads were exact, but after backward the CPU generator stood right after fn's seed, not where
 the plain step leaves it: the replay ran fn again, fn seeded again, and each replayed random op put the
 generator back to the state it found, fn's seed. Every later draw of the step (the next micro-batch's
-dropout) differed, silently, under every policy. The forward now tells whether fn moved the generator
+dropout) differed, silently, under every policy. The forward tells whether fn moved the generator
 outside its random ops, and such a region's replay gives the caller's state back (``_engine/seeding.py``).
 A ``torch.Generator`` fn seeds and draws from was left the same way; the replay gives every one back.
 XLA's general replay runs fn again too (the CPU generator it seeds); its recorded program does not.
@@ -109,7 +109,7 @@ def _xla_sync(h: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("body", [_xla_seed, _xla_sync], ids=["set_rng_state", "sync"])
 def test_fn_setting_torch_xlas_seed_is_a_named_error_where_fn_runs_again(xla_device, body) -> None:
     """XLA: the general replay cannot give torch_xla's seed back (setting it moves the base seed): the
-    caller's seed after the step differed from the plain step's, silently. Now a named error; the recorded
+    caller's seed after the step differed from the plain step's, silently. A named error instead; the recorded
     program runs no Python and is exact."""
     ref = _step(xla_device, body, None)
     got = _step(xla_device, body, "nothing_saveable")  # the recorded program

@@ -1,9 +1,9 @@
-"""A saved value written afterwards through a view: an error, as in the plain run (found by the XLA fuzz).
+"""A saved value written afterwards through a view: an error, as in the plain run.
 
 Autograd's views share their base's version counter, so plain autograd raises "modified by an inplace
 operation" when a saved tensor is written through any view of it. On XLA every view is a buffer of its
 own, and a write through one (``unfold``, ``view_as_complex``, ``t()[0]``) left what was saved from the
-base unmarked: the checkpointed run returned values where the plain run raises. Every view now maps to
+base unmarked: the checkpointed run returned values where the plain run raises. Every view maps to
 the buffer it views (``Dataflow.view_root``), and a write makes the slots saved from any view of it stale.
 """
 

@@ -1,9 +1,9 @@
-"""TorchScript inside and as a checkpointed region (found trying user programs by hand, a later session).
+"""TorchScript inside and as a checkpointed region.
 
 Megatron-style blocks still call ``@torch.jit.script`` functions (a fused bias-GeLU inside an
 ``autograd.Function``) and hold scripted submodules. A scripted submodule's ``_parameters`` is a view of
 its C++ slots (``OrderedDictWrapper``, no ``get``): the recompute raised a bare AttributeError, every
-policy, CPU and XLA (``_engine/members.py``). Now exact. A region that *is* TorchScript is refused with a
+policy, CPU and XLA; ``_engine/members.py`` reads them: exact. A region that *is* TorchScript is refused with a
 ``TypeError`` naming the fix: TorchScript's executor optimizes a graph between calls, so fn run again
 saved other tensors (a false CheckpointError, "saved 9 tensors; the forward ... saved 8"), and a scripted
 module's ``forward`` cannot be replaced (a bare AttributeError).

@@ -1,4 +1,4 @@
-"""A region output that is a view of a tensor fn wrote through another view (found by the XLA fuzz).
+"""A region output that is a view of a tensor fn wrote through another view.
 
 On XLA such a view gets its ``grad_fn`` rebuilt when it is first read, and ``Tensor.register_hook``
 sets its hook dict before that read: torch_xla 2.9 segfaults (a plain ``register_hook`` on the tensor

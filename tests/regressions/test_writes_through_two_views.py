@@ -5,7 +5,7 @@ with ``select_scatter``). torch tags ``slice_scatter`` ``view_copy``; taken for 
 output lost the producer of the values written into it, so with the first write's scatter saved the
 liveness analysis found the region's input unread and the replay ran on a stand-in of it: ``y.grad``
 8.02 off under ``everything_saveable`` and every ``memory_budget``, with the CPU exact. A view op reads
-one tensor; ``_ir.record.op_info`` now says so from the schema.
+one tensor; ``_ir.record.op_info`` says so from the schema.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_slice_scatter_is_a_position_not_a_view() -> None:
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__.strip("_"))
 def test_saved_bytes_agree_across_devices(xla_device, fn) -> None:
-    """The policy keeps as much on XLA as on the CPU: the scatter now a position, decided like any op."""
+    """The policy keeps as much on XLA as on the CPU: the scatter a position, decided like any op."""
     y0 = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
     kept = {}
     for dev in ("cpu", xla_device):

@@ -1,9 +1,9 @@
-"""Writes on XLA that bypass the dispatcher (found trying user programs by hand, a later session).
+"""Writes on XLA that bypass the dispatcher.
 
 ``xm.all_reduce(reduce_type, [t], scale=...)`` (the list form: tensor-parallel layers written for
 torch_xla reduce so, in place) gives ``t`` a new lazy value under the same XLA tensor, through
 ``_XLAC`` and not an ATen op: the recorded program never saw it, and a recomputed op read ``t`` from
-before the reduction. With ``nothing_saveable`` the input's gradient was off, silently. Now a value
+before the reduction. With ``nothing_saveable`` the input's gradient was off, silently. A value
 written so and then read or saved inside the region is a ``CheckpointError`` naming the op and the
 IR node (``_engine/forward_xla.XlaForward.ended``). Writes that keep the value stay exact: a sync (in the
 recorded program; fn run again would sync again, moving torch_xla's seed: a named error there), an
@@ -135,8 +135,8 @@ def test_writes_that_keep_the_value_or_are_never_read_again_stay_exact(xla_devic
         return
     if not direct and name == "synced":
         # The values stay exact, but fn run again syncs again in backward: a sync derives torch_xla's next
-        # seed, and every later draw of the step differed from the plain step's (found sweeping random
-        # ops; tests/regressions/test_seed_inside_region.py): a named error there now.
+        # seed, and every later draw of the step would differ from the plain step's
+        # (tests/regressions/test_seed_inside_region.py): a named error there.
         with replay_kind(direct), pytest.raises(xla_ckpt.CheckpointError, match="sets torch_xla's seed itself"):
             _run(xla_device, EXACT[name], policy)
         return

@@ -1,11 +1,11 @@
-"""XLA: a region that computes on the CPU and copies to XLA (found by the fuzz's hunt profile).
+"""XLA: a region that computes on the CPU and copies to XLA.
 
 ``torch.arange(32).reshape(4, 2, 4).to(xla)`` inside a region on XLA, then views of the copy. The recorded
 program (XLA's default replay) names each value by its buffer, and on the CPU a view shares its base's
 buffer: the program fed the un-reshaped ``arange`` to the copy. Under every policy that recomputes, the
 grads were silently wrong in the fuzz's chains of views (a.grad 32 off) or a bare shape error was raised
 (``Value out of range``; "Check failed: total_element_count"). A CPU tensor from outside the region viewed
-twice inside it was fed the first view for both. The program now names a CPU value by its storage and
+twice inside it was fed the first view for both. The program names a CPU value by its storage and
 its shape, strides and offset (``_engine/direct.py``), so each view is a value of its own.
 """
 

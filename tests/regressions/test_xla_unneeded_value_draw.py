@@ -1,4 +1,4 @@
-"""XLA: a random op nothing backward needs, whose draw count depends on its input (found by the fuzz).
+"""XLA: a random op nothing backward needs, whose draw count depends on its input.
 
 ``y = b * torch._standard_gamma(b.abs() + 0.5)`` inside a region, with ``b`` an input that needs no grad
 and ``y`` written in place (so XLA's replay runs fn again, the general replay). Nothing backward reads
@@ -6,7 +6,7 @@ depends on ``y``, so the region lets ``b`` go and the replay reads a stand-in of
 ``_standard_gamma`` (and ``poisson``) on torch's CPU generator, by rejection sampling: how many numbers
 it draws depends on its input, so from the stand-in it ended elsewhere than in the forward, and the
 replay raised "the random numbers ... cannot be reproduced" (a false CheckpointError) under every policy
-that recomputes. Such an op is now a dead position on XLA too: run from its forward state, its end not
+that recomputes. Such an op is a dead position on XLA too: run from its forward state, its end not
 checked (the generator is put back either way), its output never read.
 """
 

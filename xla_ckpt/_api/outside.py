@@ -11,7 +11,7 @@ a final norm, an embedding projection) run as stock PyTorch/XLA, which keeps mor
 Both give the stock values and gradients (the same operations). Off XLA, under ``torch.compile``,
 ``torch.func``, autocast (layer norm only), inside a checkpoint region and under a user's saved-tensor
 hook pair (which transforms what autograd keeps: a lossy pair gave other grads), the stock forward runs.
-Issue 31: the default GPT under ``full`` kept 3 MiB more on XLA than on CPU, all of it here.
+Without it the default GPT under ``full`` keeps 3 MiB more on XLA than on CPU, all of it here.
 The patch is an instance-level ``forward`` as :func:`xla_ckpt.patch_linear`'s (``state_dict``, ``repr``
 and pickling unchanged); subclasses with a ``forward`` of their own are left alone.
 """

@@ -296,7 +296,7 @@ def _compiled_block_bytes(block: nn.Module, x: torch.Tensor) -> int:
 
 @pytest.mark.parametrize("name", _tiered(PER_OP, {"dots_saveable", "everything_saveable", "nothing_saveable"}))
 def test_eager_block_keeps_no_more_than_the_compiled_partition(name: str) -> None:
-    """Issue 13's liveness target: per block, the eager engine keeps at most what torch's min-cut
+    """The liveness target: per block, the eager engine keeps at most what torch's min-cut
     partitioner keeps for the same decisions (the region input included, host bytes of OFFLOAD
     included: under compile they stay on the device as MUST_SAVE).
 

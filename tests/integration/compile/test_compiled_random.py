@@ -2,7 +2,7 @@
 
 torch's ``tag_activation_checkpoint`` runs its checkpoint with ``preserve_rng_state=False`` (for
 tracing). Under ``backend="eager"`` nothing is traced: torch's selective checkpoint runs at step time,
-and its recompute draws fresh numbers: a wrong gradient (3.3 here), which the library now refuses.
+and its recompute draws fresh numbers: a wrong gradient (3.3 here), which the library refuses.
 AOTAutograd backends replay the forward's RNG and must give the unwrapped model's gradient exactly.
 """
 
@@ -65,7 +65,7 @@ def test_eager_backend_without_random_ops_is_exact() -> None:
         torch.testing.assert_close(got, want)
 
 
-# --------------------------------------------------------------------------- random per call (issue 28)
+# --------------------------------------------------------------------------- random per call
 
 aten = torch.ops.aten
 _X = torch.randn(4, 8, 16)

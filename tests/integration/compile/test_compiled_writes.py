@@ -1,9 +1,9 @@
 """In-place writes to a compiled graph's inputs inside a region (``xla_ckpt._compile.input_writes``).
 
-Found by the compiled fuzz: under ``torch.compile`` a region that wrote one of its inputs in place
-(``b.add_(0.5)``), or a module that counts its calls in a buffer it then reads, recomputed the write
-from the written input in backward: silently wrong gradients under every policy, ``everything_saveable``
-too (the write itself was always marked for recompute). The write is saved now; a recomputed read of
+Under ``torch.compile`` a region that writes one of its inputs in place (``b.add_(0.5)``), or a module
+that counts its calls in a buffer it then reads, would recompute the write from the written input in
+backward: silently wrong gradients under every policy, ``everything_saveable`` too. The write
+is saved; a recomputed read of
 the input before the write is a ``CheckpointError``. Each case is compared with the same program run
 without xla_ckpt (eager: torch's own compile of the counting module is off the eager run, see below).
 """
@@ -140,13 +140,12 @@ def _grad_input_step(call) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_an_input_that_needs_grad_written_through_a_view(policy: str) -> None:
-    """``a.t().clamp_(-1, 1)`` on a region input that requires grad (found by the compiled fuzz).
+    """``a.t().clamp_(-1, 1)`` on a region input that requires grad.
 
     AOTAutograd clones such an input and torch 2.9's min-cut recomputed the region's reads of that clone
     from the input itself, which the graph's epilogue had written: autograd's version check raised a
-    RuntimeError where the plain compile runs (torch's own checkpoint raises it too). The view is saved
-    now, so a policy that saves ops equals the plain compile; one whose recompute must read the input
-    before the write (autograd's copy of ``clamp_``'s input) gets a named ``CheckpointError`` on torch
+    RuntimeError where the plain compile runs (torch's own checkpoint raises it too). The view is saved,
+    so a policy that saves ops equals the plain compile; one whose recompute must read the input before the write (autograd's copy of ``clamp_``'s input) gets a named ``CheckpointError`` on torch
     < 2.15, and equals the plain compile on torch 2.15, whose min-cut reads the clone.
     """
     def region(a: torch.Tensor) -> torch.Tensor:

@@ -92,7 +92,7 @@ def test_openxla_every_preset_and_a_budget(xla_device, config):
 def test_openxla_budget_region_with_no_other_recompute_mark_is_planned(xla_device):
     """openxla's default partitioner calls the min-cut (where a budget region is planned) only for a graph
     with a node marked for recompute; a region whose ops are all provisionally saved was never planned
-    (the openxla fuzz: every budget region of its small programs). Planned now: a plan, equal grads."""
+    (the openxla fuzz: every budget region of its small programs). Planned: a plan, equal grads."""
     import warnings
 
     import torch_xla
@@ -187,8 +187,8 @@ def _run_probe(tmp_path, variant: str, *flags: str) -> dict:
     import sys
 
     root = ROOT_DIR
-    # One folder per probe: the probe reads every program in its folder (a fenced and an unfenced run of
-    # one preset used to share one).
+    # One folder per probe: the probe reads every program in its folder, so a fenced and an unfenced run of
+    # one preset must not share one.
     dump = tmp_path / "_".join((variant, *flags)).replace(":", "_").replace(" ", "_").replace("-", "")
     env = {**os.environ, "PYTHONPATH": root}
     proc = subprocess.run([sys.executable, os.path.join(root, "bench", "openxla_probe.py"), variant, str(dump), *flags],
@@ -230,7 +230,7 @@ def test_openxla_fenced_backward_peak_is_within_the_lazy_engines(tmp_path, size,
 @pytest.mark.xla  # torch_xla subprocesses
 def test_openxla_budget_peak_on_the_default_gpt(tmp_path):
     """``budget = 0.3`` on the default GPT (bench/compiled.py's) under openxla: planned on the joint graph
-    (``_compile.budget``), compiled peak at most 0.55x of compiled ``none`` (issue 30; it was 1.00x while the
+    (``_compile.budget``), compiled peak at most 0.55x of compiled ``none`` (1.00x if the
     region ran unmarked), one graph, no break, every grad equal lazy ``none``'s."""
     grads = {v: str(tmp_path / f"{v.replace(':', '_')}.pt") for v in ("lazy:none", "budget:0.3")}
     lazy = _probe(tmp_path, "lazy:none", "--grads", grads["lazy:none"])
@@ -313,7 +313,7 @@ def test_openxla_dropout_in_the_regions_gives_equal_grads(xla_device):
 @pytest.mark.filterwarnings("ignore")
 def test_openxla_graph_break_inside_a_region_runs_it_in_the_lazy_engine(xla_device):
     """A graph break inside a checkpointed region makes Dynamo call torch's checkpoint eagerly, which on XLA
-    raised ``AttributeError: module 'torch' has no attribute 'xla'``; the region now runs in the lazy engine.
+    raises ``AttributeError: module 'torch' has no attribute 'xla'``; the region runs in the lazy engine.
     A block compiled alone (the rest of the step stays compiled) and the GPT (Dynamo skips its loop frame):
     loss, input grad and every parameter grad equal the lazy, unwrapped model's."""
     import torch._dynamo.utils as dynamo_utils

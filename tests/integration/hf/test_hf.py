@@ -284,8 +284,8 @@ def test_lora_fsdp_xla_keeps_no_more_than_megatron_selective():
 def test_llama_attention_and_mlp_checkpointed_under_the_users_autocast(policy):
     """Mixed precision as users train: the step in bf16 autocast, each layer's ``self_attn`` and ``mlp``
     checkpointed on their own (their input, a non-leaf, read by q/k/v and by gate/up projections).
-    Before the replay matched the forward's autocast casts: a false CheckpointError ("forward ran
-    aten._to_copy, recompute ran aten.mm" in ``mlp.up_proj``); now loss and every grad as unwrapped.
+    The replay must match the forward's autocast casts, or a false CheckpointError follows ("forward ran
+    aten._to_copy, recompute ran aten.mm" in ``mlp.up_proj``); loss and every grad as unwrapped.
     CPU: under XLA's autocast the unwrapped model itself fails (SDPA gets f32 query and key, a bf16
     value); tests/regressions/test_autocast_cache.py covers the replay on XLA."""
     device = torch.device("cpu")

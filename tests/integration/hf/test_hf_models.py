@@ -45,7 +45,8 @@ OWN_FORWARD_LINEAR = {"phimoe"}
 XLA_HISTC_FAILS = {"mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "phimoe", "granitemoe", "gpt_oss", "deepseek_v3"}
 
 # On XLA:CPU the MoE rows cost minutes each (Mixtral 1-8 min here): test-all runs Mixtral (the one_hot /
-# permute path of issue 20) and GPT-OSS (both fallbacks); XLA_CKPT_HF_MOE_XLA=1 runs all eight.
+# permute path: factory tensors and views inside a region on XLA) and GPT-OSS (both fallbacks);
+# XLA_CKPT_HF_MOE_XLA=1 runs all eight.
 XLA_MOE_RUN = {"mixtral", "gpt_oss"}
 MOE_XLA = os.environ.get("XLA_CKPT_HF_MOE_XLA") == "1"
 

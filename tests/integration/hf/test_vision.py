@@ -1,4 +1,4 @@
-"""Vision and diffusion models (issue 32): the blocks of every stage, a model's own checkpointing off
+"""Vision and diffusion models: the blocks of every stage, a model's own checkpointing off
 (timm's too), never recomputed twice, and the model table of docs/vision.md exact on CPU and XLA."""
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def test_bench_xla(tmp_path, xla_device):
     assert comp["openxla:full"]["compiled_peak_bytes"] < comp["openxla:none"]["compiled_peak_bytes"]
     assert "planned" in comp["openxla:budget=0.5"]["note"]
     assert comp["openxla:budget=0.5"]["compiled_peak_bytes"] < comp["openxla:none"]["compiled_peak_bytes"]
-    # The dropout rows (issue 31): the masks recomputed are the forward's (grads equal dropout none's),
+    # The dropout rows: the masks recomputed are the forward's (grads equal dropout none's),
     # XLA and CPU bytes both measured, timed in the same rounds.
     drop = {r["variant"]: r for r in doc["dropout"]}
     assert list(drop) == ["dropout:none", "dropout:megatron_selective", "dropout:full"]

@@ -1,4 +1,4 @@
-"""SPMD and FSDPv2 under ``torch.compile(backend="openxla")`` with a preset (issue 22), each in a subprocess.
+"""SPMD and FSDPv2 under ``torch.compile(backend="openxla")`` with a preset, each in a subprocess.
 
 ``tests/probes/openxla_spmd_probe.py`` (4 virtual CPU devices; SPMD mode and the device count are fixed
 once the runtime starts) compares every variant with the lazy, uncompiled, unwrapped run. What works on

@@ -32,9 +32,10 @@ def test_fsdpv2_spmd_policies(xla_device, tmp_path):
     assert r["none"]["saved_bytes"] > r["dots_saveable"]["saved_bytes"] > r["nothing_saveable"]["saved_bytes"]
 
 
-# Issue 31: every preset under FSDPv2, by hand (each decoder layer and the root wrapped) and through the HF
-# Trainer recipe (fsdp="full_shard", xla_fsdp_v2) beside HF's own xla_fsdp_grad_ckpt; fsdp_xla was refused
-# by the wrapper ("must define a `forward` method"). One process for all (~80 s of CPU here).
+# Every preset under FSDPv2, by hand (each decoder layer and the root wrapped) and through the HF
+# Trainer recipe (fsdp="full_shard", xla_fsdp_v2) beside HF's own xla_fsdp_grad_ckpt; fsdp_xla included
+# (the wrapper refuses a root whose forward is not a bound method: "must define a `forward` method").
+# One process for all (~80 s of CPU here).
 @pytest.mark.slow
 @pytest.mark.xla
 def test_every_preset_under_fsdpv2_by_hand_and_in_the_trainer(xla_device, tmp_path):
@@ -113,9 +114,9 @@ def test_torch_fsdp2_gloo(policy):
     assert r["saved_bytes"] == expected, r
 
 
-# Tensor parallel blocks that annotate an activation inside the region (issue 20): the recorded-program
-# replay dropped the annotation (xs.mark_sharding bypasses the dispatcher), so the partitioner recomputed
-# h replicated: per-device peak 1.57x no checkpointing's, 123 values of h's full shape in the HLO.
+# Tensor parallel blocks that annotate an activation inside the region: xs.mark_sharding bypasses the
+# dispatcher, so a recorded-program replay that dropped the annotation would let the partitioner recompute
+# h replicated (per-device peak 1.57x no checkpointing's, 123 values of h's full shape in the HLO).
 def _annotated(tmp_path, variants):
     r = run_probe("annotate_probe.py", tmp_path / "dump", *variants)
     assert r["devices"] == 4, r
@@ -146,8 +147,8 @@ def test_sharding_annotations_inside_blocks_under_every_policy(xla_device, tmp_p
     assert res["general:nothing_saveable"]["peak"] == res["nothing_saveable"]["peak"], res
 
 
-# Issue 31: the FSDP wrappers (torch_xla FSDPv2 and XLA FSDP) refuse a module whose forward has no
-# ``__func__``; fsdp_xla's weights_by_reference replaced the root's forward with such a callable.
+# The FSDP wrappers (torch_xla FSDPv2 and XLA FSDP) refuse a module whose forward has no ``__func__``:
+# fsdp_xla's weights_by_reference must leave the root's forward a bound method.
 @pytest.mark.parametrize("preset", ["none", "megatron_selective", "full", "fsdp_xla"])
 def test_root_forward_stays_the_bound_method_fsdp_wrappers_accept(preset):
     import inspect

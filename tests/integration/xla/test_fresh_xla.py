@@ -1,9 +1,9 @@
-"""Tensors made inside a region on XLA, and views over them: forward values and grads are exact (issue 20).
+"""Tensors made inside a region on XLA, and views over them: forward values and grads are exact.
 
 Under a ``TorchDispatchMode`` a factory op (``arange``, ``zeros``, ``one_hot``'s zeros, a copy from
-the CPU) returned a tensor outside functionalization, and torch_xla gives views their meaning only
-through functionalization: ``t.permute(2, 1, 0)[1]`` read rows of the unpermuted tensor. Every policy
-gave a wrong forward value (145 instead of 215 below), ``verify=True`` too, and Hugging Face Mixtral's
+the CPU) can return a tensor outside functionalization, and torch_xla gives views their meaning only
+through functionalization: ``t.permute(2, 1, 0)[1]`` would read rows of the unpermuted tensor. Every policy
+would give a wrong forward value (145 instead of 215 below), ``verify=True`` too, and Hugging Face Mixtral's
 experts (``one_hot(...).permute(2, 1, 0)``, then ``expert_mask[i]``) a wrong loss and grads off by 3e-2.
 The generated programs of ``test_fuzz.py`` (``FRESH_KINDS``) cover the class; these are its named cases.
 """

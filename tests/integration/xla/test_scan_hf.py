@@ -1,4 +1,4 @@
-"""``apply(model, preset, scan=True)``: a Hugging Face decoder stack as one torch_xla scan (issue 29).
+"""``apply(model, preset, scan=True)``: a Hugging Face decoder stack as one torch_xla scan.
 
 Compared with the same model without the library on XLA (loss and every parameter grad); the scan
 proven by the step's HLO (a while loop; its size flat in depth); the policy proven by the matmuls the

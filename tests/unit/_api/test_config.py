@@ -26,7 +26,7 @@ def test_at_least_six_documented_presets():
 
 @pytest.mark.parametrize("path", PRESETS, ids=os.path.basename)
 def test_every_preset_selects_blocks_by_role_not_class(path):
-    """A preset that named classes would wrap nothing on most architectures (issue 11)."""
+    """A preset that named classes would wrap nothing on most architectures."""
     cfg = xla_ckpt.load_config(path)
     for rule in cfg.checkpoint:
         assert rule.blocks and not rule.classes and not rule.match, rule

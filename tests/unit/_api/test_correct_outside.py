@@ -1,6 +1,6 @@
 """``apply``'s ``correct_outside``: on XLA the Linear / LayerNorm outside the checkpointed blocks keep what CPU keeps.
 
-Issue 31: the bench's GPT under ``full`` kept 3.02 MiB more on XLA than on CPU, all of it outside the
+Without it, the bench's GPT under ``full`` keeps 3.02 MiB more on XLA than on CPU, all of it outside the
 blocks: ``lm_head``'s transposed weight (``t_copy``) and ``ln_f``'s normalized copy of its input.
 """
 
@@ -48,7 +48,7 @@ def _corrected(model: nn.Module) -> list[str]:
 def test_on_xla_the_gpt_keeps_what_it_keeps_on_cpu(xla_device):
     """XLA's bytes: CPU's, but for the targets' int64 view (its own buffer on XLA, 8 bytes a token);
     ``correct_outside = false`` shows what is gone; loss and every grad equal the plain model's. ``full``,
-    whose small total made the 3 MiB outside the blocks miss issue 31's 1.05x (``megatron_selective``
+    whose small total makes the 3 MiB outside the blocks miss the 1.05x target (``megatron_selective``
     gains the same bytes: bench/dropout.py's rows)."""
     preset = "full"
     base = _gpt()
@@ -67,7 +67,7 @@ def test_on_xla_the_gpt_keeps_what_it_keeps_on_cpu(xla_device):
     assert kept <= kept_cpu + views, (kept, kept_cpu)
     tokens, d = BATCH * CFG.seq_len, CFG.d_model
     # What stock PyTorch/XLA keeps more: lm_head's transposed weight, ln_f's x_hat (a view of the input
-    # stays one buffer either way, and ln_f's mean and rstd are re-derived now).
+    # stays one buffer either way, and ln_f's mean and rstd are re-derived).
     assert kept_stock - kept == d * CFG.vocab_size * 4 + tokens * d * 4 + 2 * tokens * 4, (kept_stock, kept)
     idx = _idx(xla_device)
     plain = copy.deepcopy(base).to(xla_device)

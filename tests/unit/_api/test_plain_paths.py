@@ -1,4 +1,4 @@
-"""Where plain PyTorch works, the library works too or names the fix (issue 28, part 5).
+"""Where plain PyTorch works, the library works too or names the fix.
 
 torch.func transforms and forward-mode AD run a region plainly; scan_layers with dropout on XLA is a named error before
 anything runs; apply() again replaces the earlier apply; an HF layer in eval mode with grad and a KV
@@ -39,7 +39,7 @@ def _kept(model: nn.Module, idx: torch.Tensor) -> int:
 # -- 1. torch.func -------------------------------------------------------------------------------
 def test_torch_func_runs_a_region_plainly():
     """grad / jacrev / vmap / per-sample grads through checkpointed blocks equal the plain model's
-    (before: NotImplementedError "Cannot access storage of TensorWrapper"); warned once; a normal
+    (not NotImplementedError "Cannot access storage of TensorWrapper"); warned once; a normal
     backward afterwards still checkpoints."""
     plain, model = _gpt(), _gpt()
     xla_ckpt.apply(model, "full")
@@ -102,8 +102,8 @@ _FAST_AD = {("cpu", "fsdp_xla"), ("xla", "megatron_selective")}
     for w in ("cpu", "xla") for p in ("full", "megatron_selective", "fsdp_xla")])
 def test_forward_ad_runs_a_region_plainly(where, preset, request):
     """Forward-mode AD (``dual_level``) through checkpointed blocks: the tangent of the loss along every
-    parameter, and the grads of a backward taken inside the level, equal the plain model's (before: a
-    bare RuntimeError from the engine, "invalid python storage"; on XLA the corrected linear had no
+    parameter, and the grads of a backward taken inside the level, equal the plain model's (not a
+    bare RuntimeError from the engine, "invalid python storage"; on XLA the corrected linear has a
     ``jvp``); warned once; an ordinary step afterwards checkpoints again."""
     device = request.getfixturevalue("xla_device") if where == "xla" else torch.device("cpu")
     plain, model = _gpt().to(device), _gpt().to(device)
@@ -168,7 +168,7 @@ class _Layer(nn.Module):
 @pytest.mark.xla
 @pytest.mark.parametrize("functional", [False, True], ids=["module", "functional"])
 def test_scan_layers_with_dropout_names_the_fix(xla_device, functional):
-    """Before: torch_xla's "run_and_save_rng_state ... Functionalize". Now a CheckpointError naming
+    """Not torch_xla's "run_and_save_rng_state ... Functionalize": a CheckpointError naming
     dropout and the fix, raised before anything runs (XLA's RNG untouched); with p=0 it runs."""
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -194,8 +194,8 @@ def test_scan_layers_with_dropout_names_the_fix(xla_device, functional):
 @pytest.mark.parametrize("first,second", [("full", "none"), ("none", "full"), ("full", "dots"),
                                           ("fsdp_xla", "none"), ("full", "fsdp_xla"), ("dots", "dots")])
 def test_apply_again_replaces_the_earlier_apply(first, second):
-    """apply(model, second) after apply(model, first) gives what apply(fresh, second) gives (before:
-    "none" after "full" silently kept "full"; "dots" after "full" raised): kept bytes, gradients,
+    """apply(model, second) after apply(model, first) gives what apply(fresh, second) gives (not
+    "full" kept silently under "none", nor an error for "dots" after "full"): kept bytes, gradients,
     state_dict keys, forward signature and the modules' instance attributes."""
     idx = _idx()
     model, fresh = _gpt(), _gpt()
@@ -240,8 +240,8 @@ def _tiny_llama() -> nn.Module:
 
 @pytest.mark.parametrize("preset", ["full", "megatron_selective"])
 def test_hf_eval_with_grad_and_cache_runs_plainly(preset):
-    """Before: CheckpointError about aten.cat (the cache written in forward and again in the recompute).
-    Now the layers run plainly for such a call, as HF's own checkpointing does outside training:
+    """Not a CheckpointError about aten.cat (the cache written in forward and again in the recompute):
+    the layers run plainly for such a call, as HF's own checkpointing does outside training:
     logits, the returned cache and every gradient equal the plain model's."""
     pytest.importorskip("transformers")
     plain, model = _tiny_llama(), _tiny_llama()

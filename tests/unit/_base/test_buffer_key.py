@@ -1,6 +1,6 @@
 """An eager buffer's key is its storage's identity, not its address (``_base.xla.buffer_key``).
 
-The compiled fuzz found it in CI (torch 2.15): inside a region, ``rows.flip(0)`` (32 bytes, an op's
+The compiled fuzz draws such a program (torch 2.15): inside a region, ``rows.flip(0)`` (32 bytes, an op's
 output) was freed after an ``index_put_``, and ``torch.tensor(perm)``, which fn builds outside the
 dispatcher, got the same memory. Keyed by address, the engine took the new tensor for the dead flip's
 output, and backward read the recomputed flip as ``index_select``'s index: a.grad permuted, silently,

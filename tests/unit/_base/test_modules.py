@@ -2,7 +2,7 @@
 
 Whatever the entry point (apply, checkpointed on an instance or a class, a function, an explicit
 checkpoint call inside a forward, Hugging Face's gradient-checkpointing hook), with or without
-saved_activations(), and from every thread (issue 10 item 7, issue 11 item 5, issue 15 item 2).
+saved_activations(), and from every thread.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_report_by_module_fully_qualified(entry, monkeypatch):
 
 
 def test_grandchild_called_from_grandparent_forward():
-    """Issue 15 item 2: self.moe.router.gate(x) in Layer.forward is 'moe.router.gate', never ''."""
+    """torchtitan's ToyModule: self.moe.router.gate(x) in Layer.forward is 'moe.router.gate', never ''."""
     seen = []
 
     def spy(call):
@@ -338,7 +338,7 @@ def _thread_sequences(n_threads: int, steps: int, with_untracked: bool):
 
 
 def test_threads_see_their_own_module_names():
-    """Issue 10 item 7: each thread's OpCall.module sequence equals the single-threaded one."""
+    """Each thread's OpCall.module sequence equals the single-threaded one."""
     (single,) = _thread_sequences(1, 1, with_untracked=False).values()
     assert "model.layers.1.mlp.up" in single[0] and "layers.0.moe.router.gate" in single[1]
     results = _thread_sequences(4, 6, with_untracked=True)

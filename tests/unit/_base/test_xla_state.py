@@ -1,4 +1,4 @@
-"""The recorded-program replay and torch_xla state outside ATen, in process (issue 20, item 2).
+"""The recorded-program replay and torch_xla state outside ATen, in process.
 
 SPMD needs a fresh process (``tests/probes/annotate_probe.py``, ``test_sharded.py``); here the
 sharding queries are stood in for, so the fast tier checks the wiring: a sharding found on a value

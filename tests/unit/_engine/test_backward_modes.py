@@ -1,9 +1,9 @@
-"""Replay under the caller's dispatch modes, and saved ops with non-tensor outputs (issue 20, items 3 and 4).
+"""Replay under the caller's dispatch modes, and saved ops with non-tensor outputs.
 
 A dispatch mode around ``loss.backward()`` (a profiler, an op counter) must change nothing: the
 recompute gives the plain run's gradients, on CPU and on XLA through both replays (the recorded
 program and fn run again), and the mode still sees the recomputed ops. On XLA a stand-in the
-recompute made under such a mode left functionalization, and fn's dropout replayed as another op
+recompute makes under such a mode must stay in functionalization, or fn's dropout replays as another op
 (a false ``CheckpointError``). A saved op returning ``(Tensor, int)`` hands out its cached results in
 backward, the int included: it runs once, as under torch's SAC (its ``test_function_with_non_tensor_output``).
 """
@@ -199,9 +199,9 @@ def test_callers_mode_sees_the_replay_of_a_region_that_writes_a_buffer(device, d
 
 def test_flop_counter_around_autograd_grad_of_a_region_that_runs_fn_again(device, direct):
     """A ``FlopCounterMode`` around ``torch.autograd.grad`` (not ``backward``) over a region the replay runs
-    ``fn`` again for (a parametrized weight): as without the library. Its module tracker ran in that
-    replay, registered gradient hooks on the leaf parameter mid-backward, and autograd.grad raised "A leaf
-    node was passed to _will_engine_execute_node" (found by the fuzz's ``BACKWARD`` axis)."""
+    ``fn`` again for (a parametrized weight): as without the library. Its module tracker, run in that
+    replay, would register gradient hooks on the leaf parameter mid-backward, and autograd.grad raise "A leaf
+    node was passed to _will_engine_execute_node" (the fuzz's ``BACKWARD`` axis draws such programs)."""
     from torch.nn.utils import parametrizations
     from torch.utils.flop_counter import FlopCounterMode
 

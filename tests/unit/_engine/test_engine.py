@@ -189,7 +189,7 @@ def test_tags_drive_name_policies(device):
     kept = {e.tag: e.nbytes for e in report.entries if e.grad_fn != "region input" and e not in random}
     assert kept == {"qkv": F32 * 2 * 4 * 48, "mlp_up": F32 * 2 * 4 * 64}
     # The policy decides the same on XLA as on CPU: the three dropout masks of this block (dropout 0.2)
-    # are redrawn in backward on both (on XLA they were always kept before issue 31).
+    # are redrawn in backward on both (the forward's seed makes the XLA redraw exact).
     assert sum(e.nbytes for e in random) == 0
     assert report.nbytes == F32 * (2 * 4 * 16 + 2 * 4 * 48 + 2 * 4 * 64)
 

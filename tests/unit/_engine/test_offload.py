@@ -1,4 +1,4 @@
-"""Decision.OFFLOAD (issue 14): equal gradients, exact bytes moved off the device, the mechanism per device.
+"""Decision.OFFLOAD: equal gradients, exact bytes moved off the device, the mechanism per device.
 
 CPU eager runs the stand-in host tier (the CUDA bookkeeping without streams): the forward's buffer
 is released, a separate copy is held, a new buffer comes back for backward. XLA:CPU keeps offloaded

@@ -77,7 +77,7 @@ def test_engine_calls_per_op(policy):
 @pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable"])
 def test_no_pytree_walk_per_op(policy):
     """Plain tensor arguments and outputs are walked by the engine itself, not by torch's pytree
-    (a generic tree walk costs tens of calls per op; the engine used to make several per op)."""
+    (a generic tree walk costs tens of calls per op, paid again for each list the engine walks)."""
     short, long = _profile(SHORT, policy), _profile(LONG, policy)
     def pytree(filename: str) -> bool:
         return os.path.realpath(filename) == TORCH_PYTREE

@@ -1,4 +1,4 @@
-"""The corrected layer norm: F.layer_norm's values and grads, and autograd keeps the input only (issue 31)."""
+"""The corrected layer norm: F.layer_norm's values and grads, and autograd keeps the input only."""
 
 from __future__ import annotations
 
