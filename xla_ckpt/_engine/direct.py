@@ -35,7 +35,7 @@ import torch
 
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import is_manual, sharding_of, spmd
-from xla_ckpt._engine.program import (Arg, Const, In, Out, OutStep, Program, Ref, Step, StepRef, ViewOut,
+from xla_ckpt._engine.program import (Arg, Const, In, Out, OutStep, Program, Ref, Step, StepRef, ViewOut, ViewStep,
                                       start_order)
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._ir.record import LEAF_TYPES, draws, tensors
@@ -213,7 +213,7 @@ class Recorder:
                 starts.add(ref)
                 cached.add(ref.pos)
                 return True
-            step: StepRef = ref.step
+            step: StepRef = OutStep(ref.pos) if isinstance(ref, Out) else ViewStep(ref.view)
             if step not in needed:
                 needed.add(step)
                 todo.append(step)

@@ -38,10 +38,6 @@ class Out(NamedTuple):
     j: int
     kind: str = "out"
 
-    @property
-    def step(self) -> "OutStep":
-        return OutStep(self.pos)
-
 
 class ViewOut(NamedTuple):
     """Output ``j`` of recorded view ``view``."""
@@ -49,10 +45,6 @@ class ViewOut(NamedTuple):
     view: int
     j: int
     kind: str = "view"
-
-    @property
-    def step(self) -> "ViewStep":
-        return ViewStep(self.view)
 
 
 class Const(NamedTuple):
