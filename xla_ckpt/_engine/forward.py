@@ -117,7 +117,7 @@ class Slot(Packed):
 class Forward:
     """The forward of one region (see the module docstring): what every device does alike.
 
-    The device's own steps are methods of ``EagerForward`` (``forward_eager.py``) and ``XlaForward``
+    The device's own steps are methods of ``EagerForward`` (``eager.py``) and ``XlaForward``
     (``forward_xla.py``): in-place writes, views, what autograd saves while fn runs; chosen once per
     region by ``_engine.device``.
 

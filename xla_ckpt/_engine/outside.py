@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional, Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -36,7 +36,7 @@ from xla_ckpt._ir.record import CheckpointError, Record
 from xla_ckpt._base.xla import buffer_key
 
 __all__ = ["Outside", "Watch", "ViewRead", "owner_module", "by_buffer", "watch_outside", "check_read",
-           "check_view_read", "EagerOutside", "XlaOutside"]
+           "check_view_read", "constant", "namer", "OutsideRules"]
 
 T = TypeVar("T")
 
@@ -84,12 +84,12 @@ def by_buffer(module: Optional[nn.Module], pending: bool = False) -> dict[Any, t
     return out
 
 
-def _constant(value: T) -> Callable[[], T]:
+def constant(value: T) -> Callable[[], T]:
     """A callable returning ``value``: a strong reference where a ``weakref.ref`` goes, a name known now."""
     return lambda: value
 
 
-def _namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[], str]:
+def namer(module: Optional[nn.Module], key: Any, t: torch.Tensor) -> Callable[[], str]:
     """Names ``t`` (by identity, or eager by storage) among the module's tensors, when an error needs it."""
     ref = weakref.ref(module) if module is not None else None
     shape = tuple(t.shape)
@@ -117,6 +117,10 @@ class Watch:
     # buffer there): (argument, the forward's base buffer, the base to compare with; see ``ViewRead``).
     views: dict[int, tuple[tuple[int, Any, "ViewRead"], ...]] = field(default_factory=dict)
 
+    def add(self, o: Outside) -> None:
+        """One more outside tensor backward depends on (the device's ``OutsideRules.versions`` finds them)."""
+        self.versions.append(o)
+
     def check(self, fn_name: str) -> None:
         """Raise if an outside tensor backward depends on was modified in place since the forward."""
         for o in self.versions:
@@ -138,8 +142,21 @@ class Watch:
                 o.version = t._version
 
 
+class OutsideRules(Protocol):
+    """How a device watches outside tensors (``eager.EagerOutside``, ``xla_steps.XlaOutside``)."""
+
+    def read(self, t: torch.Tensor) -> torch.Tensor: ...
+
+    def view(self, views: list, i: int, base_key: Any, flow: Dataflow, module: Optional[nn.Module]) -> None: ...
+
+    def kept(self, early: torch.Tensor) -> Optional[torch.Tensor]: ...
+
+    def versions(self, watch: Watch, needed: dict[Any, str], packed_at: dict[Any, int],
+                 first: dict[Any, torch.Tensor], early: list[torch.Tensor], module: Optional[nn.Module]) -> None: ...
+
+
 def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[Record], early: list[torch.Tensor],
-                  module: Optional[nn.Module], rules: "EagerOutside | XlaOutside") -> Watch:
+                  module: Optional[nn.Module], rules: "OutsideRules") -> Watch:
     """The outside tensors backward can read (``live``: positions the replay runs; None: all of them).
 
     Besides their versions, per replayed position the outside tensors it reads directly (not through
@@ -182,71 +199,6 @@ def watch_outside(flow: Dataflow, live: Optional[frozenset[int]], records: list[
     if needed:
         rules.versions(watch, needed, packed_at, first, early, module)
     return watch
-
-
-class EagerOutside:
-    """Eager: versions live on the tensors the ops read (a view shares its base's counter)."""
-
-    def read(self, t: torch.Tensor) -> torch.Tensor:
-        return t.detach()  # a detached alias: same storage, no memory
-
-    def view(self, views: list, i: int, base_key: Any, flow: Dataflow, module: Optional[nn.Module]) -> None:
-        pass  # a view shares its base's storage: the direct read's check covers it
-
-    def kept(self, early: torch.Tensor) -> Optional[torch.Tensor]:
-        return early  # a detached alias already (the storage autograd would have kept)
-
-    def versions(self, watch: Watch, needed: dict[Any, str], packed_at: dict[Any, int],
-                 first: dict[Any, torch.Tensor], early: list[torch.Tensor], module: Optional[nn.Module]) -> None:
-        for k, reader in needed.items():
-            j = packed_at.get(k)
-            t = early[j] if j is not None else first.get(k)
-            if t is None:
-                continue
-            alias = t.detach() if j is None else t  # early[j] is a detached alias already
-            watch.versions.append(Outside(_constant(alias), alias._version, reader, _namer(module, k, alias)))
-
-
-class XlaOutside:
-    """XLA: the mode sees tensors below functionalization (no versions; every view a new buffer), so
-    outside buffers are matched to the checkpointed module's parameters and buffers. One per region:
-    it looks the module's tensors up once, when first needed."""
-
-    def __init__(self) -> None:
-        self._owned: Optional[dict[Any, tuple[str, str, torch.Tensor]]] = None
-
-    def _by_buffer(self, module: Optional[nn.Module]) -> dict[Any, tuple[str, str, torch.Tensor]]:
-        if self._owned is None:
-            self._owned = by_buffer(module)
-        return self._owned
-
-    def read(self, t: torch.Tensor) -> torch.Tensor:
-        return t  # the tensor below functionalization (the parameter's buffer until someone writes to it)
-
-    def view(self, views: list, i: int, base_key: Any, flow: Dataflow, module: Optional[nn.Module]) -> None:
-        # Through views (a parameter's t_copy, a constant's lift_fresh, ``c.view(...)``): the replay's
-        # views are new buffers, so it is their base that must be the forward's.
-        m = self._by_buffer(module).get(base_key)
-        views.append((i, base_key, ViewRead(owned=weakref.ref(m[2])) if m is not None
-                      else ViewRead(forward=flow.outside_tensor.get(base_key))))
-
-    def kept(self, early: torch.Tensor) -> Optional[torch.Tensor]:
-        # Not a view: a view's own buffer (a parameter's t_copy) is what pytorch/xla 3811 warns of.
-        return early.detach() if early._base is None else None
-
-    def versions(self, watch: Watch, needed: dict[Any, str], packed_at: dict[Any, int],
-                 first: dict[Any, torch.Tensor], early: list[torch.Tensor], module: Optional[nn.Module]) -> None:
-        # Versions only above functionalization: the module's own tensors, matched by buffer.
-        for k, (kind, n, t) in self._by_buffer(module).items():
-            if k in needed:
-                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _constant(f"{kind} '{n}'")))
-        # Outside tensors autograd saved: the saved tensor (or the tensor it is a view of) is above
-        # functionalization. Weakly: a strong reference would keep a t_copy's buffer (pytorch/xla 3811).
-        for k, j in packed_at.items():
-            if k in needed:
-                base = early[j]._base
-                t = base if base is not None else early[j]
-                watch.versions.append(Outside(weakref.ref(t), t._version, needed.pop(k), _namer(module, k, t)))
 
 
 @dataclass(frozen=True)
