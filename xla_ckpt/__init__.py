@@ -14,7 +14,7 @@ from xla_ckpt._api.checkpoint import checkpoint
 from xla_ckpt._estimate.estimate import Estimate, estimate, meta_copy
 from xla_ckpt._estimate.fit import FitReport, FitRow, fit
 from xla_ckpt._estimate.scale import estimate_layers
-from xla_ckpt._hooks.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
+from xla_ckpt._ops.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._policy.plan import Cost, Planner, RegionView
 from xla_ckpt._ir.opcall import Decision, OpCall, Policy
 from xla_ckpt._hooks.report import SavedEntry, SavedReport, saved_activations
