@@ -31,7 +31,7 @@ import pytest
 
 ROOT = pathlib.Path(ROOT_DIR)
 PACKAGE = ROOT / "xla_ckpt"
-LAYERS = ("_base", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_cli")
+LAYERS = ("_base", "_ops", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_estimate", "_cli")
 # The wheel ships policies/ as xla_ckpt/presets/ (pyproject's package-dir).
 ALIASES = {"xla_ckpt/presets": "policies"}
 # Where the benchmarks write (ignored by git, absent from a fresh clone): a file there is an output, never stale.
@@ -44,7 +44,7 @@ UPSTREAM_FILES = frozenset({"_pytree.py"})
 # Flat module names that name nothing: each is a module of a layer (``_replay`` -> ``_engine/replay.py``).
 REMOVED = frozenset(
     "_apply _blocks _budget _chips _compat _compile_scope _compiled _compiled_fence _config _direct _dots "
-    "_estimate _explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
+    "_explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
     "_offload_policies _params _plan _presets _recompute _record _replay _replay_state _report _retain "
     "_saved _scale _scan _tag _torch_args _wrap _xla _xla_state".split())
 
