@@ -16,7 +16,7 @@ from xla_ckpt._estimate.fit import FitReport, FitRow, fit
 from xla_ckpt._estimate.scale import estimate_layers
 from xla_ckpt._ops.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._policy.plan import Cost, Planner, RegionView
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
 from xla_ckpt._hooks.report import SavedEntry, SavedReport, saved_activations
 from xla_ckpt._hooks.saved import weights_by_reference
 from xla_ckpt._api.scan import scan_layers

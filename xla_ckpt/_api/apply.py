@@ -21,7 +21,7 @@ from xla_ckpt._ops.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 from xla_ckpt._base.errors import refuse_torchscript
 from xla_ckpt._base.warn import warn_once
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 

@@ -41,7 +41,7 @@ from xla_ckpt._compile.deferred import ForwardContext
 from xla_ckpt._compile.lowering import Lowering, warn_old_torch
 from xla_ckpt._compile.prepare import prepare_this_compile, routed_region, with_side_effects
 from xla_ckpt._hooks.saved import user_hooks
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 from xla_ckpt._policy.plan import plans
 
 __all__ = ["checkpoint", "context_fn"]

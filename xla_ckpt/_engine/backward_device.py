@@ -14,8 +14,8 @@ import torch
 
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import tensors
-from xla_ckpt._ir.replay_state import Fence
+from xla_ckpt._record.record import tensors
+from xla_ckpt._record.replay_state import Fence
 
 __all__ = ["EagerBackward", "XlaBackward"]
 
@@ -49,7 +49,7 @@ class EagerBackward:
 class XlaBackward:
     """XLA's backward, one per region: its recorded program (``_engine.direct``) or ``fn`` again, fenced on
     the incoming gradient, so the compiler can neither merge the recompute with its forward twin (CSE)
-    nor schedule it before the gradient exists (``_ir.replay_state.Fence``)."""
+    nor schedule it before the gradient exists (``_record.replay_state.Fence``)."""
 
     def __init__(self) -> None:
         self.program: Any = None  # set once when the forward ends (``settle``)

@@ -29,7 +29,7 @@ from xla_ckpt._engine.outside import EagerOutside, XlaOutside
 from xla_ckpt._engine.backward_device import EagerBackward, XlaBackward
 from xla_ckpt._engine.retain import EagerRetain, XlaRetain
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.replay_state import devices
+from xla_ckpt._record.replay_state import devices
 
 __all__ = ["Device", "EAGER", "XLA", "device_for"]
 

@@ -17,9 +17,9 @@ from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.opcall import Policy
-from xla_ckpt._ir.record import OpInfo, tensors, written
-from xla_ckpt._ir.spec import spec_of
+from xla_ckpt._record.opcall import Policy
+from xla_ckpt._record.record import OpInfo, tensors, written
+from xla_ckpt._record.spec import spec_of
 
 __all__ = ["EagerForward"]
 

@@ -16,10 +16,10 @@ from torch.utils._pytree import tree_map
 from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._base.xla_state import annotate
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.record import tensors
 
 if TYPE_CHECKING:
-    from xla_ckpt._ir.replay_state import Draw, Fence
+    from xla_ckpt._record.replay_state import Draw, Fence
 
 __all__ = ["Program", "Arg", "Step", "Ref"]
 
@@ -176,7 +176,7 @@ def _fill(x: Any, arg: Callable[[Ref], Any]) -> Any:
 
 
 def _redraw(step: Step, arg: Callable[[Ref], Any], module: str) -> Any:
-    """A random op run from the forward's RNG state (see ``_ir.replay_state.Draw``)."""
+    """A random op run from the forward's RNG state (see ``_record.replay_state.Draw``)."""
     args, kwargs = step.call_args(arg)
     out, matched = step.draw.replay(lambda: step.func(*args, **kwargs))  # type: ignore[union-attr]
     if not matched:

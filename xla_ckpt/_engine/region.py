@@ -1,7 +1,7 @@
 """The selective checkpoint engine: per-op SAVE / OFFLOAD / RECOMPUTE decisions, replayed by position.
 
 Forward (``forward.py``): ``fn`` runs under a dispatch mode; each ATen op becomes an ``OpCall`` that
-the policy decides on and a ``Record`` of what the replay must reproduce (``_ir/record.py``). SAVE
+the policy decides on and a ``Record`` of what the replay must reproduce (``_record/record.py``). SAVE
 outputs are cached (detached aliases); OFFLOAD outputs too, then moved to a host tier at the end of
 forward (``offload.py``); everything autograd saves inside the region is packed as a slot handle
 instead of a tensor. At the end of forward the region keeps only what backward can read
@@ -47,8 +47,8 @@ from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._hooks.params import param_source
-from xla_ckpt._ir.opcall import Policy, selects_by_tag
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.opcall import Policy, selects_by_tag
+from xla_ckpt._record.record import tensors
 from xla_ckpt._policy.registry import resolve
 from xla_ckpt._policy.torch_args import TORCH_ARGS, torch_call
 

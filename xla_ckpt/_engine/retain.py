@@ -4,7 +4,7 @@ The forward caches every output the policy keeps. At the end of forward (``regio
 the region knows everything backward can read, and keeps only that: a planning policy decides its
 positions over the whole region (``plan``); outputs nothing reads are dropped, dead ops are marked
 so the replay skips them, inputs backward never reads are let go (``keep_only_live``, using
-``_ir.liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
+``_record.liveness``); on eager devices an op's output replaces what recomputing it needs where that keeps
 fewer bytes (``_promote``), and a multi-output op keeps only the outputs something reads.
 """
 
@@ -17,11 +17,11 @@ from typing import Any, Optional, cast
 import torch
 
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._ir.liveness import INPUT, Dataflow
+from xla_ckpt._record.liveness import INPUT, Dataflow
 from xla_ckpt._policy.plan import Planner, RegionView, check_plan
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
-from xla_ckpt._ir.record import fn_name as _name, tensors
-from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.record import fn_name as _name, tensors
+from xla_ckpt._record.spec import WrapperSpec, spec_nbytes, spec_of
 
 from xla_ckpt._engine.entries import Pruned
 from xla_ckpt._engine.state import RegionState
@@ -56,7 +56,7 @@ def _demote(region: RegionState, pos: int) -> None:
 
 
 def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
-    """Drop what backward cannot read (see ``_ir.liveness``): cached outputs, dead ops, unread inputs.
+    """Drop what backward cannot read (see ``_record.liveness``): cached outputs, dead ops, unread inputs.
 
     Returns the positions the replay runs (None: all of them).
     """
@@ -81,7 +81,7 @@ def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor
     return lv.live
 
 # XLA: a random op the policy keeps but backward never reads is dropped like any other output, and
-# becomes a dead position (recomputed ones redraw from the forward's seed, ``_ir.replay_state.Draw``): the
+# becomes a dead position (recomputed ones redraw from the forward's seed, ``_record.replay_state.Draw``): the
 # general replay hands out a stand-in for it instead of running it, which would draw once more from
 # torch_xla's seed. The draw itself is traced, never executed, and changes no value or gradient, but
 # every later random op of the step (another micro-batch's dropout) would draw other numbers than

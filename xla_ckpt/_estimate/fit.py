@@ -29,7 +29,7 @@ from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._estimate.hf_config import hf_builder
 from xla_ckpt._estimate.scale import estimate_layers, recompute_working_bytes
 from xla_ckpt._base.warn import forgetting
-from xla_ckpt._ir.opcall import selects_by_tag
+from xla_ckpt._record.opcall import selects_by_tag
 
 __all__ = ["FitRow", "FitReport", "fit", "hf_builder", "DTYPES", "XLA_BAND", "DEFAULT_BUDGETS"]
 

@@ -29,7 +29,7 @@ import functools
 from typing import Any, Mapping, Optional
 
 from xla_ckpt._policy import builtin, combine
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 
 __all__ = ["check_torch_args", "merge_fn_kwargs", "torch_call", "TORCH_ARGS"]
 

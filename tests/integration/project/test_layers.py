@@ -19,7 +19,7 @@ ROOT = pathlib.Path(ROOT_DIR) / "xla_ckpt"
 # Bottom to top. A module may import its own layer (without a cycle) and every layer below. "": the
 # public modules (``xla_ckpt``, ``policies``, the example models); ``_cli`` (``python -m xla_ckpt``)
 # runs the example models, so it sits above them.
-LAYERS = ("_base", "_ops", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_estimate", "", "_cli")
+LAYERS = ("_base", "_ops", "_record", "_policy", "_hooks", "_compile", "_engine", "_api", "_estimate", "", "_cli")
 PUBLIC = {"xla_ckpt", "xla_ckpt.policies", "xla_ckpt.models", "xla_ckpt.hf_models"}
 CLI = {"xla_ckpt.__main__"}
 
