@@ -46,7 +46,7 @@ import torch  # noqa: E402
 
 import xla_ckpt  # noqa: E402
 from xla_ckpt import hf_models  # noqa: E402
-from xla_ckpt._ir.liveness import EXTERNAL, INPUT  # noqa: E402
+from xla_ckpt._record.liveness import EXTERNAL, INPUT  # noqa: E402
 from xla_ckpt._policy.budget import best_plan, budget_bytes, memory_budget, search  # noqa: E402
 from xla_ckpt._policy.plan import RegionView  # noqa: E402
 

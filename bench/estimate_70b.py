@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 import xla_ckpt  # noqa: E402
-from xla_ckpt._api.fit import DEFAULT_BUDGETS, hf_builder  # noqa: E402
-from xla_ckpt._api.scale import estimate_layers  # noqa: E402
+from xla_ckpt._estimate.fit import DEFAULT_BUDGETS, hf_builder  # noqa: E402
+from xla_ckpt._estimate.scale import estimate_layers  # noqa: E402
 
 CONFIG = os.path.join(HERE, "configs", "llama3_70b.json")
 

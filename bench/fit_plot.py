@@ -13,8 +13,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from xla_ckpt._api.chips import GIB  # noqa: E402
-from xla_ckpt._api.fit import fit  # noqa: E402
+from xla_ckpt._estimate.chips import GIB  # noqa: E402
+from xla_ckpt._estimate.fit import fit  # noqa: E402
 
 
 def main() -> None:

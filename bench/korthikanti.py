@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 import xla_ckpt  # noqa: E402
-from xla_ckpt._api.fit import hf_builder  # noqa: E402
+from xla_ckpt._estimate.fit import hf_builder  # noqa: E402
 
 # GPT-2 XL's shape (h 1600, 25 heads, seq 1024), batch 1; vocab small (the head is outside the layers).
 SHAPE = dict(h=1600, a=25, s=1024, b=1)

@@ -51,7 +51,7 @@ def worker(case: list, dump: str) -> list[dict]:
     import xla_ckpt
     from xla_ckpt import hf_models
     import xla_dump as _xla_dump
-    from xla_ckpt._api.scale import recompute_working_bytes
+    from xla_ckpt._estimate.scale import recompute_working_bytes
     from xla_ckpt.models import GPT, GPTConfig
 
     model_name, d, layers, heads, seq, batch = case

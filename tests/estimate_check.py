@@ -1,7 +1,7 @@
 """Exactness checks of ``xla_ckpt.estimate`` against a real step, shared by the estimate tests.
 
 ``check_exact``: the meta-device estimate equals a real CPU step to the byte and the FLOP under every preset,
-budget and policy (``tests/unit/_api/test_estimate.py`` says how the reference is taken). ``check_forms``: the
+budget and policy (``tests/unit/_estimate/test_estimate.py`` says how the reference is taken). ``check_forms``: the
 estimate for a device (``"cpu"``, ``"cuda"``, ``"xla"``) equals ``saved_activations()`` of a real step of the
 demo GPT or HF GPT-2 (``gpt``, ``gpt2``) there. Example::
 

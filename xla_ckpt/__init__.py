@@ -11,12 +11,12 @@ from xla_ckpt._api.config import Config, ConfigError, PolicySpec, Rule
 from xla_ckpt._api.config_load import load_config, presets
 from xla_ckpt._base.errors import CheckpointError, PolicyError
 from xla_ckpt._api.checkpoint import checkpoint
-from xla_ckpt._api.estimate import Estimate, estimate, meta_copy
-from xla_ckpt._api.fit import FitReport, FitRow, fit
-from xla_ckpt._api.scale import estimate_layers
-from xla_ckpt._hooks.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
+from xla_ckpt._estimate.estimate import Estimate, estimate, meta_copy
+from xla_ckpt._estimate.fit import FitReport, FitRow, fit
+from xla_ckpt._estimate.scale import estimate_layers
+from xla_ckpt._ops.linear import Linear, linear, linear_patched, patch_linear, unpatch_linear
 from xla_ckpt._policy.plan import Cost, Planner, RegionView
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
 from xla_ckpt._hooks.report import SavedEntry, SavedReport, saved_activations
 from xla_ckpt._hooks.saved import weights_by_reference
 from xla_ckpt._api.scan import scan_layers

@@ -274,7 +274,7 @@ def test_draw_interleaved_inside_an_op_is_an_error():
     the replay says so (``Draw`` is what the engine records per random op)."""
     from contextlib import nullcontext
 
-    from xla_ckpt._ir.replay_state import Draw
+    from xla_ckpt._record.replay_state import Draw
 
     def op_and_another_draw():
         torch.rand(3)  # the op
@@ -295,7 +295,7 @@ def test_two_threads_replays_never_interleave(monkeypatch):
     thread's replay inside that window could restore a state equal to this op's forward "after" and
     fool the check (a wrong mask, silently, seen under torch 2.13). The window is exclusive:
     here thread A pauses inside it and invites thread B's whole backward in; B must wait for A."""
-    from xla_ckpt._ir import replay_state as _replay_state
+    from xla_ckpt._record import replay_state as _replay_state
 
     events: list[str] = []
     inside, b_done = threading.Event(), threading.Event()

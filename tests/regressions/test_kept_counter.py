@@ -19,7 +19,7 @@ from torch.ops import aten
 
 from fuzz_programs import Step, TablePolicy
 from helpers import replay_kind
-from xla_ckpt._ir.opcall import Decision
+from xla_ckpt._record.opcall import Decision
 
 import fuzz_check
 

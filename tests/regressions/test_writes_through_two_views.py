@@ -5,7 +5,7 @@ with ``select_scatter``). torch tags ``slice_scatter`` ``view_copy``; taken for 
 output lost the producer of the values written into it, so with the first write's scatter saved the
 liveness analysis found the region's input unread and the replay ran on a stand-in of it: ``y.grad``
 8.02 off under ``everything_saveable`` and every ``memory_budget``, with the CPU exact. A view op reads
-one tensor; ``_ir.record.op_info`` says so from the schema.
+one tensor; ``_record.record.op_info`` says so from the schema.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_writes_through_two_views_give_the_plain_gradient(device, fn, policy) ->
 
 def test_slice_scatter_is_a_position_not_a_view() -> None:
     """The classification itself: a tagged view copy reading a second tensor is an op of its own."""
-    from xla_ckpt._ir.record import op_info
+    from xla_ckpt._record.record import op_info
 
     aten = torch.ops.aten
     assert not op_info(aten.slice_scatter.default).skipped

@@ -4,7 +4,7 @@ torch_xla runs some random ops on the CPU (``poisson``, ``_standard_gamma`` behi
 Dirichlet ``rsample``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``multinomial``): they draw from
 torch's CPU generator. The engine recorded torch_xla's seed around them, so a recomputed one drew other
 numbers: Gamma's grads 4.5 off, Beta's 0.9, Poisson's 2.6 under ``nothing_saveable``, silently. So
-the draw is the generator that moved (``_ir/replay_state.Draw.record``). ``randperm``'s lowering draws
+the draw is the generator that moved (``_record/replay_state.Draw.record``). ``randperm``'s lowering draws
 from neither (two runs from the same seeds differ, without the library too): its output is kept
 whatever the policy, and the gradient follows the forward's permutation.
 """

@@ -1,2 +1,2 @@
-"""What users call: wrapping, ``apply``, configs and presets, Hugging Face, scan, estimate and fit.
+"""What users call: wrapping, ``apply``, configs and presets, Hugging Face, scan, ``tag``.
 """

@@ -17,11 +17,11 @@ from xla_ckpt._api.forms import ACCEPTED, as_config
 from xla_ckpt._api import scan_hf as _scan_hf
 from xla_ckpt._api.hf_roles import tag_roles
 from xla_ckpt._api.outside import correct_outside, uncorrect_outside
-from xla_ckpt._hooks.linear import patch_linear, unpatch_linear
+from xla_ckpt._ops.linear import patch_linear, unpatch_linear
 from xla_ckpt._api.wrap import _CheckpointedForward, checkpoint_policy, checkpointed, uncheckpointed
 from xla_ckpt._base.errors import refuse_torchscript
 from xla_ckpt._base.warn import warn_once
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 
 __all__ = ["apply", "ApplyReport", "Wrapped"]
 

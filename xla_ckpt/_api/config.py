@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from xla_ckpt._ir.opcall import Policy, resolve_op
+from xla_ckpt._record.opcall import Policy, resolve_op
 from xla_ckpt._policy import registry as policies
 
 __all__ = ["Config", "Rule", "PolicySpec", "ConfigError", "glob_regex", "parse"]

@@ -24,7 +24,7 @@ from torch import nn
 from xla_ckpt._api.config import Config, ConfigError, PolicySpec, Rule, parse
 from xla_ckpt._api.config_load import load_config
 from xla_ckpt._base.presets import preset_names
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 from xla_ckpt._policy import registry
 
 __all__ = ["ACCEPTED", "resolve", "as_config", "as_policy"]

@@ -6,7 +6,7 @@ a final norm, an embedding projection) run as stock PyTorch/XLA, which keeps mor
 - ``nn.Linear``: ``F.linear`` lowers to ``t_copy`` + ``addmm`` and autograd keeps the transposed copy
   of the weight, a buffer of its own (pytorch/xla#3811); :func:`xla_ckpt.linear` keeps the weight.
 - ``nn.LayerNorm``: the decomposition torch_xla runs keeps a view of the input and the normalized
-  ``x_hat`` (:mod:`xla_ckpt._hooks.layer_norm`); the corrected layer norm keeps the input.
+  ``x_hat`` (:mod:`xla_ckpt._ops.layer_norm`); the corrected layer norm keeps the input.
 
 Both give the stock values and gradients (the same operations). Off XLA, under ``torch.compile``,
 ``torch.func``, autocast (layer norm only), inside a checkpoint region and under a user's saved-tensor
@@ -27,8 +27,8 @@ from xla_ckpt._api.device_forms import modelled_device
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._hooks import saved as _saved
-from xla_ckpt._hooks.layer_norm import layer_norm
-from xla_ckpt._hooks.linear import linear
+from xla_ckpt._ops.layer_norm import layer_norm
+from xla_ckpt._ops.linear import linear
 
 __all__ = ["correct_outside", "uncorrect_outside"]
 

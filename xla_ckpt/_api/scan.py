@@ -28,7 +28,7 @@ from xla_ckpt._base.errors import CheckpointError
 from xla_ckpt._compile.lowering import mark_of
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
 from xla_ckpt._policy.plan import plans
-from xla_ckpt._ir.opcall import Decision, Policy
+from xla_ckpt._record.opcall import Decision, Policy
 from xla_ckpt._policy.decide import Why, decide
 from xla_ckpt._policy.registry import resolve
 

@@ -30,7 +30,7 @@ from xla_ckpt._api import scan as _scan
 from xla_ckpt._api import scan_weights as _weights
 from xla_ckpt._base import compat as _compat
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.autocast import autocast_state
+from xla_ckpt._record.autocast import autocast_state
 
 __all__ = ["ScanStack", "ScanForward", "backward_hooked"]
 

@@ -1,4 +1,4 @@
-"""``python -m xla_ckpt fit``: the command line of :func:`xla_ckpt._api.fit.fit`."""
+"""``python -m xla_ckpt fit``: the command line of :func:`xla_ckpt._estimate.fit.fit`."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Optional
 
-from xla_ckpt._api.attention import ATTENTION
+from xla_ckpt._estimate.attention import ATTENTION
 from xla_ckpt._api.device_forms import DEVICES
-from xla_ckpt._api.chips import CHIPS
+from xla_ckpt._estimate.chips import CHIPS
 from xla_ckpt._api.config_dump import to_toml
-from xla_ckpt._api.fit import DECODERS, DEFAULT_BUDGETS, DTYPES, arch_config, fit
+from xla_ckpt._estimate.fit import DECODERS, DEFAULT_BUDGETS, DTYPES, arch_config, fit
 
 __all__ = ["main"]
 

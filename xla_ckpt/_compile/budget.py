@@ -41,7 +41,7 @@ from xla_ckpt._base.warn import warn_once
 from xla_ckpt._compile.joint_view import (Symbolic, backward_readers, buffer_of, external, forward_nodes, key_name,
                                           meta_or, meta_tensor, saved_names, transparent)
 from xla_ckpt._compile.opcall import CompiledOpCall
-from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._record.liveness import Dataflow
 from xla_ckpt._policy.budget import budget_bytes
 from xla_ckpt._policy.plan import Cost, RegionView, check_plan
 

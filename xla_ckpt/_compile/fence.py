@@ -6,7 +6,7 @@ recomputation after the gradient that needs it, so XLA is free to run every regi
 start of backward, all alive at once: the compiled backward then keeps little of the saving
 (default GPT, XLA:CPU: megatron_selective 0.94x and full 0.84x of compiled ``none``).
 
-:func:`fence_backward` adds the lazy engine's fence (``_ir.replay_state.Fence``; docs/design.md,
+:func:`fence_backward` adds the lazy engine's fence (``_record.replay_state.Fence``; docs/design.md,
 "The fence on XLA, measured") to the partitioned backward graph: for each region (``ac_graph_id``) it finds
 the first backward node that reads the region's recomputed values, takes one element ``s`` of a
 gradient that node reads, forms ``z = where(s != s, s, 0)`` (zero unless the gradient is NaN: the

@@ -24,8 +24,8 @@ from xla_ckpt._compile.deferred import Deferred
 from xla_ckpt._compile.input_writes import InputWrites
 from xla_ckpt._compile.names import call_site_name, child, module_entries
 from xla_ckpt._compile.opcall import CompiledOpCall, skipped
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
-from xla_ckpt._ir.record import draws, op_info
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.record import draws, op_info
 from xla_ckpt._policy.decide import Why, decide
 from xla_ckpt._policy.plan import plans
 

@@ -10,7 +10,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._ir.opcall import OpCall
+from xla_ckpt._record.opcall import OpCall
 
 __all__ = ["CompiledOpCall", "skipped"]
 

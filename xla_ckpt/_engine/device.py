@@ -29,7 +29,7 @@ from xla_ckpt._engine.forward import Forward
 from xla_ckpt._engine.forward_xla import XlaForward
 from xla_ckpt._engine.xla_steps import XlaBackward, XlaOutside, XlaRetain
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.replay_state import devices
+from xla_ckpt._record.replay_state import devices
 
 __all__ = ["Device", "EAGER", "XLA", "device_for"]
 

@@ -6,7 +6,7 @@ Python (modules, hooks) and one trip through the Python mode per op, dead ones i
 the host trace often *is* the step time.
 
 Below functionalization every op XLA runs is functional (views are ``*_copy`` ops, in-place writes
-are new values), and a recomputed random op draws from the forward's seed (``_ir.replay_state.Draw``).
+are new values), and a recomputed random op draws from the forward's seed (``_record.replay_state.Draw``).
 So the forward's ops, with their tensor arguments recorded as references to earlier values, are a
 program that can be run again exactly:
 only the ops backward needs (walking back from what autograd saved), from the region inputs, the
@@ -38,7 +38,7 @@ from xla_ckpt._base.xla_state import is_manual, sharding_of, spmd
 from xla_ckpt._engine.program import (Arg, Const, In, Out, OutStep, Program, Ref, Step, StepRef, ViewOut, ViewStep,
                                       start_order)
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import LEAF_TYPES, draws, tensors
+from xla_ckpt._record.record import LEAF_TYPES, draws, tensors
 
 __all__ = ["Recorder", "direct_replay"]
 

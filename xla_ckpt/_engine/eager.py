@@ -27,11 +27,11 @@ from xla_ckpt._engine.forward import Forward, Slot, _Unpacks, detach_unseen
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.outside import Outside, Watch, constant, namer
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.liveness import Dataflow
-from xla_ckpt._ir.opcall import Policy
-from xla_ckpt._ir.record import OpInfo, tensors, written
-from xla_ckpt._ir.replay_state import Fence
-from xla_ckpt._ir.spec import WrapperSpec, spec_nbytes, spec_of
+from xla_ckpt._record.liveness import Dataflow
+from xla_ckpt._record.opcall import Policy
+from xla_ckpt._record.record import OpInfo, tensors, written
+from xla_ckpt._record.replay_state import Fence
+from xla_ckpt._record.spec import WrapperSpec, spec_nbytes, spec_of
 
 __all__ = ["EagerForward", "EagerRetain", "EagerOutside", "EagerBackward"]
 

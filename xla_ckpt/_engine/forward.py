@@ -23,12 +23,12 @@ from xla_ckpt._engine.hook_values import HookValue, hook_writes
 from xla_ckpt._engine.state import RegionState
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks.saved import Packed
-from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._record.liveness import Dataflow
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
 from xla_ckpt._policy.decide import Why, decide
-from xla_ckpt._ir.record import OpInfo, Record, out_scan, tensors
-from xla_ckpt._ir.replay_state import Draw
+from xla_ckpt._record.record import OpInfo, Record, out_scan, tensors
+from xla_ckpt._record.replay_state import Draw
 from xla_ckpt._policy.plan import plans
 
 __all__ = ["Forward", "Slot", "detach_unseen", "engine_off"]
@@ -170,7 +170,7 @@ class Forward:
 
     # -- what the mode reports ------------------------------------------------------------------
     def on_op(self, call: OpCall, info: OpInfo, draw: Optional[Draw], sig: tuple, reads: list[torch.Tensor]) -> None:
-        """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_ir.record.arg_scan``)."""
+        """One op of fn ran (``sig``, ``reads``: its arguments before it ran, see ``_record.record.arg_scan``)."""
         self.flush()
         if self.written_now:  # slots this op writes (eager): judged once autograd has counted the write
             self.settle_next, self.written_now = self.written_now, []
@@ -223,7 +223,7 @@ class Forward:
                 sig: tuple, meta: tuple, written: bool = False) -> None:
         state = self.state
         policy, planning = deciding
-        writes = info.mutable or written  # replayed on the recomputed tensors, never saved (``_ir.liveness``)
+        writes = info.mutable or written  # replayed on the recomputed tensors, never saved (``_record.liveness``)
         # A draw no generator can make again (XLA's randperm): only the forward's values.
         lost = draw is not None and draw.lost
         if lost and writes:

@@ -4,7 +4,7 @@ Every op of ``fn`` (views included) passes through ``ForwardMode.__torch_dispatc
 over the arguments (signature and tensors) before the op runs, one over the outputs after, and hands
 both to ``Forward.on_op`` (``forward.py``), which records the position and decides the previous one.
 Views and other ops the engine does not record go to the device's ``Forward.skipped``; a random op's
-draw is recorded around it (``_ir.replay_state.Draw``) so the recompute redraws the same values.
+draw is recorded around it (``_record.replay_state.Draw``) so the recompute redraws the same values.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.xla_state import lift
 from xla_ckpt._engine.forward import Forward
-from xla_ckpt._ir.opcall import OpCall
-from xla_ckpt._ir.record import INFO, arg_scan, draws, op_info
-from xla_ckpt._ir.replay_state import Draw, draw_source
+from xla_ckpt._record.opcall import OpCall
+from xla_ckpt._record.record import INFO, arg_scan, draws, op_info
+from xla_ckpt._record.replay_state import Draw, draw_source
 
 __all__ = ["ForwardMode"]
 
@@ -64,7 +64,7 @@ class ForwardMode(TorchDispatchMode):
                 self.busy = False
         draw = None
         if info.random and draws(info, args, kwargs):  # SDPA at dropout_p=0: no draw
-            # XLA too: the replay sets torch_xla's running seed back for the op (``_ir/replay_state.py``).
+            # XLA too: the replay sets torch_xla's running seed back for the op (``_record/replay_state.py``).
             draw, out = Draw.record(draw_source(kwargs, args), lambda: func(*args, **kwargs), self.quiet)
         else:
             out = func(*args, **kwargs)

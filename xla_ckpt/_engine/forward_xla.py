@@ -22,9 +22,9 @@ from xla_ckpt._engine.forward import FRESH, Forward, Slot, _Unpacks
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.outside import by_buffer, owner_module
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.opcall import Policy
-from xla_ckpt._ir.liveness import EXTERNAL, INPUT
-from xla_ckpt._ir.record import OpInfo, written
+from xla_ckpt._record.opcall import Policy
+from xla_ckpt._record.liveness import EXTERNAL, INPUT
+from xla_ckpt._record.record import OpInfo, written
 
 __all__ = ["XlaForward"]
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.record import tensors
 
 __all__ = ["HookValue", "hook_writes"]
 

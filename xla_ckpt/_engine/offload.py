@@ -32,10 +32,10 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.warn import warn_once
-from xla_ckpt._ir.opcall import Decision
+from xla_ckpt._record.opcall import Decision
 from xla_ckpt._engine.entries import Away
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.record import tensors
 
 __all__ = ["Offloaded", "Link", "move_out", "prefetch", "annotate_on_xla_cpu"]
 

@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from xla_ckpt._base.compat import deref
-from xla_ckpt._ir.liveness import EXTERNAL, Dataflow
-from xla_ckpt._ir.record import CheckpointError, Record
+from xla_ckpt._record.liveness import EXTERNAL, Dataflow
+from xla_ckpt._record.record import CheckpointError, Record
 from xla_ckpt._base.xla import buffer_key
 
 __all__ = ["Outside", "Watch", "ViewRead", "owner_module", "by_buffer", "watch_outside", "check_read",

@@ -14,10 +14,10 @@ import torch
 
 from xla_ckpt._base.xla_state import annotate
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.record import tensors
 
 if TYPE_CHECKING:
-    from xla_ckpt._ir.replay_state import Draw, Fence
+    from xla_ckpt._record.replay_state import Draw, Fence
 
 __all__ = ["Program", "Arg", "Step", "Ref", "In", "Out", "ViewOut", "Const", "OutStep", "ViewStep", "StepRef"]
 

@@ -4,7 +4,7 @@ The first unpack of a slot (``region.py``) calls ``recompute``, which returns wh
 a region whose forward was recorded (``_engine.direct``) replays that ATen program; otherwise ``fn`` runs
 again under the replay mode (``_engine.replay``), from the region's inputs (a copy taken before fn's first
 write to one, a stand-in for an input backward never reads), with the forward's autocast state. On XLA
-every value the recompute starts from is fenced on the incoming gradient (``_ir.replay_state.Fence``).
+every value the recompute starts from is fenced on the incoming gradient (``_record.replay_state.Fence``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._hooks import user_hooks
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.record import LEAF_TYPES, tensors
-from xla_ckpt._ir.spec import stand_in
+from xla_ckpt._record.record import LEAF_TYPES, tensors
+from xla_ckpt._record.spec import stand_in
 from xla_ckpt._engine.replay import ReplayMode
-from xla_ckpt._ir.replay_state import Fence, displaced, settle_xla
+from xla_ckpt._record.replay_state import Fence, displaced, settle_xla
 from xla_ckpt._engine.forward import detach_unseen, engine_off
 from xla_ckpt._engine.hook_values import HookValue
 from xla_ckpt._engine.entries import Absent
@@ -214,7 +214,7 @@ class Recomputation:
                     kept = region.backward.kept(region)
                     stack.enter_context(outside_writes(region.outside_written, region.name, kept))
                 # The forward's nesting count and an empty cast cache too: which weight casts fn
-                # runs depends on both (``_ir/autocast.py``).
+                # runs depends on both (``_record/autocast.py``).
                 stack.enter_context(region.autocast.restored())
                 stack.enter_context(torch.enable_grad())
                 stack.enter_context(_saved.recomputing(self))
@@ -254,7 +254,7 @@ _queued: set[int] = set()  # graph tasks (backward calls) whose end puts torch_x
 
 
 def _settle_later() -> None:
-    """A replayed XLA draw moved torch_xla's base seed (``_ir.replay_state.settle_xla``): put it back at the
+    """A replayed XLA draw moved torch_xla's base seed (``_record.replay_state.settle_xla``): put it back at the
     end of this backward (one throwaway draw per update since the last sync, so once per backward, not
     per region), or now when no backward runs (a saved tensor unpacked by hand)."""
     if not displaced():  # the common case: no XLA draw was replayed

@@ -16,12 +16,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from xla_ckpt._engine.outside import check_read, check_view_read
 from xla_ckpt._base.errors import recompute_mismatch_hint
-from xla_ckpt._ir.opcall import Decision
-from xla_ckpt._ir.record import INFO, CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta, tensors
-from xla_ckpt._ir.spec import stand_in
+from xla_ckpt._record.opcall import Decision
+from xla_ckpt._record.record import (INFO, CheckpointError, Record, arg_scan, describe_mismatch, op_info, out_meta,
+                                    tensors)
+from xla_ckpt._record.spec import stand_in
 from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._base.xla_state import lift
-from xla_ckpt._ir.replay_state import Fence
+from xla_ckpt._record.replay_state import Fence
 from xla_ckpt._engine.state import RegionState
 
 __all__ = ["ReplayMode", "hint"]
@@ -55,7 +56,7 @@ class ReplayMode(TorchDispatchMode):
         self.garbage: set[Any] = stand_ins
         self.stand_ins: list[torch.Tensor] = []  # held until the replay ends: their buffers stay unique
         # XLA, when a replayed op reads an outside tensor through views: each view's buffer -> its
-        # base's (buffer, tensor), as the forward's dataflow maps them (``_ir.liveness``).
+        # base's (buffer, tensor), as the forward's dataflow maps them (``_record.liveness``).
         self.bases: Optional[dict[Any, tuple[Any, torch.Tensor]]] = {} if region.outside.views else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -108,7 +109,7 @@ class ReplayMode(TorchDispatchMode):
         """Autocast casts a weight here that the forward found in autocast's cache, cast before the region.
 
         Only under the caller's autocast (nesting above 0 when the region started): the cache then holds
-        casts made before the region, and the recompute starts without them (``_ir/autocast.py``). The
+        casts made before the region, and the recompute starts without them (``_record/autocast.py``). The
         cast runs outside the record (no position); what reads it is checked as any outside read is
         (same values as the forward's cast, ``outside.check_read``). On XLA the mode sees tensors below
         autograd (no leaf to recognise): the recorded program, the default there, reads the forward's cast.
@@ -232,7 +233,7 @@ class ReplayMode(TorchDispatchMode):
     def _run(func: Any, args: tuple, kwargs: dict, rec: Record, check: bool = True) -> Any:
         if rec.draw is None:
             return func(*args, **kwargs)
-        return rec.draw.redraw(func, args, kwargs, rec.module, check)  # see _ir.replay_state.Draw
+        return rec.draw.redraw(func, args, kwargs, rec.module, check)  # see _record.replay_state.Draw
 
 
 def _meta(meta: tuple) -> str:

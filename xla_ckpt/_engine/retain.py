@@ -4,7 +4,7 @@ The forward caches every output the policy keeps. At the end of forward (``regio
 the region knows everything backward can read, and keeps only that: a planning policy decides its
 positions over the whole region (``plan``); outputs nothing reads are dropped, dead ops are marked
 so the replay skips them, inputs backward never reads are let go (``keep_only_live``, using
-``_ir.liveness``). What differs per device is the device's ``Retain`` (``eager.EagerRetain``: promotion and
+``_record.liveness``). What differs per device is the device's ``Retain`` (``eager.EagerRetain``: promotion and
 pruning of multi-output ops; ``xla_steps.XlaRetain``: dead positions after a dropped draw).
 """
 
@@ -16,11 +16,11 @@ from typing import Optional, cast
 
 import torch
 
-from xla_ckpt._ir.liveness import Dataflow
+from xla_ckpt._record.liveness import Dataflow
 from xla_ckpt._policy.plan import Planner, RegionView, check_plan
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy
-from xla_ckpt._ir.record import fn_name as _name
-from xla_ckpt._ir.spec import spec_of
+from xla_ckpt._record.opcall import Decision, OpCall, Policy
+from xla_ckpt._record.record import fn_name as _name
+from xla_ckpt._record.spec import spec_of
 
 from xla_ckpt._engine.state import RegionState
 
@@ -54,7 +54,7 @@ def _demote(region: RegionState, pos: int) -> None:
 
 
 def keep_only_live(region: RegionState, flow: Dataflow, early: list[torch.Tensor]) -> Optional[frozenset[int]]:
-    """Drop what backward cannot read (see ``_ir.liveness``): cached outputs, dead ops, unread inputs.
+    """Drop what backward cannot read (see ``_record.liveness``): cached outputs, dead ops, unread inputs.
 
     Returns the positions the replay runs (None: all of them).
     """

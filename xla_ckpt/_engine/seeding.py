@@ -1,7 +1,7 @@
 """fn setting torch's CPU generator itself (``torch.manual_seed``, ``set_rng_state``, ``fork_rng``'s exit).
 
 The replay gives each recomputed random op the forward's state and then puts the generator back in the
-state it found (``_ir.replay_state.Draw``). A seed fn sets is no op the dispatch mode sees: where the
+state it found (``_record.replay_state.Draw``). A seed fn sets is no op the dispatch mode sees: where the
 recompute runs fn again, fn sets the generator a second time, in backward, and the per-op restores would
 put it back to fn's seed, not to the caller's state: after the step the caller's CPU stream would be the
 one right after fn's seed (a dropout region calling ``torch.manual_seed(5)``: every later draw of the
@@ -19,7 +19,7 @@ from typing import Any, Iterable, NamedTuple
 
 import torch
 
-from xla_ckpt._ir.replay_state import generator_lock, read_state, same_state
+from xla_ckpt._record.replay_state import generator_lock, read_state, same_state
 
 __all__ = ["CPU", "rng_states", "hook_draws", "moved_outside_ops", "GeneratorsRestored"]
 

@@ -28,12 +28,12 @@ from xla_ckpt._base.xla import buffer_key
 from xla_ckpt._engine.entries import Absent, Away, Pruned, Versions, written
 from xla_ckpt._engine.members import AsFound
 from xla_ckpt._engine.outside import Watch, owner_module
-from xla_ckpt._ir.liveness import aliased_inputs
-from xla_ckpt._ir.opcall import Decision
-from xla_ckpt._ir.record import Record, tensors
-from xla_ckpt._ir.spec import stand_in
-from xla_ckpt._ir.autocast import Autocast
-from xla_ckpt._ir.replay_state import devices
+from xla_ckpt._record.liveness import aliased_inputs
+from xla_ckpt._record.opcall import Decision
+from xla_ckpt._record.record import Record, tensors
+from xla_ckpt._record.spec import stand_in
+from xla_ckpt._record.autocast import Autocast
+from xla_ckpt._record.replay_state import devices
 
 __all__ = ["RegionState"]
 
@@ -54,7 +54,7 @@ class RegionState:
     Args:
         fn, args, kwargs: the checkpointed call.
         verify: whether backward recomputes and compares the kept outputs too.
-        inputs: the tensors of ``(args, kwargs)``, in ``_ir.record.tensors`` order.
+        inputs: the tensors of ``(args, kwargs)``, in ``_record.record.tensors`` order.
         device: the device's algorithms (``_engine.device.Device``), chosen for these inputs.
 
     Example:

@@ -19,10 +19,10 @@ from torch import nn
 from xla_ckpt._base import xla as _xla
 from xla_ckpt._engine.outside import Outside, ViewRead, Watch, by_buffer, constant, namer
 from xla_ckpt._engine.state import RegionState
-from xla_ckpt._ir.liveness import INPUT, Dataflow
-from xla_ckpt._ir.record import tensors
-from xla_ckpt._ir.replay_state import Fence
-from xla_ckpt._ir.spec import spec_of
+from xla_ckpt._record.liveness import INPUT, Dataflow
+from xla_ckpt._record.record import tensors
+from xla_ckpt._record.replay_state import Fence
+from xla_ckpt._record.spec import spec_of
 
 __all__ = ["XlaRetain", "XlaOutside", "XlaBackward"]
 
@@ -48,7 +48,7 @@ class XlaRetain:
 
 
 # XLA: a random op the policy keeps but backward never reads is dropped like any other output, and
-# becomes a dead position (recomputed ones redraw from the forward's seed, ``_ir.replay_state.Draw``): the
+# becomes a dead position (recomputed ones redraw from the forward's seed, ``_record.replay_state.Draw``): the
 # general replay hands out a stand-in for it instead of running it, which would draw once more from
 # torch_xla's seed. The draw itself is traced, never executed, and changes no value or gradient, but
 # every later random op of the step (another micro-batch's dropout) would draw other numbers than
@@ -132,7 +132,7 @@ class XlaOutside:
 class XlaBackward:
     """XLA's backward, one per region: its recorded program (``_engine.direct``) or ``fn`` again, fenced on
     the incoming gradient, so the compiler can neither merge the recompute with its forward twin (CSE)
-    nor schedule it before the gradient exists (``_ir.replay_state.Fence``)."""
+    nor schedule it before the gradient exists (``_record.replay_state.Fence``)."""
 
     fenced = True  # the recompute is fenced on the incoming gradient (``Device.watch_grad`` captures it)
 

@@ -35,7 +35,7 @@ from typing import Any, Collection, Hashable, Optional
 from xla_ckpt._base.warn import warn_once
 from xla_ckpt._policy.exact import exact_search
 from xla_ckpt._policy.plan import RegionView
-from xla_ckpt._ir.opcall import Decision, OpCall
+from xla_ckpt._record.opcall import Decision, OpCall
 from xla_ckpt._policy.registry import register
 
 __all__ = ["memory_budget", "EXACT_MAX_FREE", "EXACT_MAX_NODES"]

@@ -18,8 +18,8 @@ from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
-from xla_ckpt._ir.opcall import Decision, OpCall, OpLike, Policy, check_names as _check_names, matches, op_matcher
-from xla_ckpt._ir.opcall import op_name, resolve_op
+from xla_ckpt._record.opcall import Decision, OpCall, OpLike, Policy, check_names as _check_names, matches, op_matcher
+from xla_ckpt._record.opcall import op_name, resolve_op
 from xla_ckpt._policy.dots import DOT_PACKETS, dot_batch
 from xla_ckpt._policy.registry import register
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask as _ask
-from xla_ckpt._ir.opcall import selects_by_tag as _selects_by_tag
+from xla_ckpt._record.opcall import Decision, OpCall, Policy, ask as _ask
+from xla_ckpt._record.opcall import selects_by_tag as _selects_by_tag
 from xla_ckpt._policy.plan import plans
 from xla_ckpt._policy.registry import register, resolve
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 from xla_ckpt._base.errors import CheckpointError
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, not_a_decision, policy_raised
+from xla_ckpt._record.opcall import Decision, OpCall, Policy, not_a_decision, policy_raised
 
 __all__ = ["Why", "decide"]
 

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from xla_ckpt._ir.liveness import EXTERNAL, INPUT
+from xla_ckpt._record.liveness import EXTERNAL, INPUT
 from xla_ckpt._policy.exact_bound import bound
 from xla_ckpt._policy.plan import RegionView
 

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from xla_ckpt._policy.plan import plans
 from xla_ckpt._policy.registry import register, resolve
-from xla_ckpt._ir.opcall import Decision, OpCall, Policy, ask, check_names, selects_by_tag
+from xla_ckpt._record.opcall import Decision, OpCall, Policy, ask, check_names, selects_by_tag
 
 __all__ = ["offload", "save_and_offload_only_these_names"]
 

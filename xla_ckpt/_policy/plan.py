@@ -7,7 +7,7 @@ saved) and applies the decisions it returns, before liveness drops what backward
 
 The cost: until the region's forward ends, its planned outputs stay alive (as without
 checkpointing, for one region at a time), and the ``OpCall`` objects keep their arguments.
-``RegionView.cost`` evaluates a choice exactly as the engine will keep it (``_ir.liveness``): bytes of
+``RegionView.cost`` evaluates a choice exactly as the engine will keep it (``_record.liveness``): bytes of
 the cached outputs backward reads and of the region inputs the replay reads, and what the replay
 must recompute, ops that rebuild a saved op's inputs included.
 """
@@ -20,9 +20,9 @@ from typing import Any, Collection, Optional, Protocol, Sequence, runtime_checka
 import torch
 
 from xla_ckpt._base import xla as _xla
-from xla_ckpt._ir.liveness import Dataflow, Liveness, analyse
-from xla_ckpt._ir.opcall import Decision, OpCall
-from xla_ckpt._ir.record import tensors
+from xla_ckpt._record.liveness import Dataflow, Liveness, analyse
+from xla_ckpt._record.opcall import Decision, OpCall
+from xla_ckpt._record.record import tensors
 
 __all__ = ["Cost", "Planner", "RegionView", "plans"]
 

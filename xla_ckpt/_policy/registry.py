@@ -18,7 +18,7 @@ import inspect
 from typing import Any, Callable
 
 from xla_ckpt._base.presets import preset_names
-from xla_ckpt._ir.opcall import Policy
+from xla_ckpt._record.opcall import Policy
 
 __all__ = ["register", "names", "suggest", "get", "resolve"]
 

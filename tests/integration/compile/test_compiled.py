@@ -302,7 +302,7 @@ def test_eager_block_keeps_no_more_than_the_compiled_partition(name: str) -> Non
 
     CPU only: the partitioner sees eager's ATen ops. On XLA the ops differ (torch_xla lowers
     layer_norm to native_batch_norm + addcmul, and autograd saves both), so there is no "same
-    decisions"; tests/unit/_ir/test_liveness.py bounds XLA by the un-checkpointed run instead.
+    decisions"; tests/unit/_record/test_liveness.py bounds XLA by the un-checkpointed run instead.
     """
     if name in NAME_POLICIES and not _compat.SAC_GIVES_OP_OUTPUT:
         pytest.skip(f"tags under compile need torch >= 2.13 (this is {torch.__version__}): not the same decisions")

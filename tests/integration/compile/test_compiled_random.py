@@ -91,7 +91,7 @@ _CALLS = [
 
 @pytest.mark.parametrize("op,args,kwargs", _CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(_CALLS)])
 def test_draws_is_whether_the_call_advances_the_generator(op, args, kwargs) -> None:
-    from xla_ckpt._ir.record import draws, op_info
+    from xla_ckpt._record.record import draws, op_info
 
     before = torch.get_rng_state()
     op(*args, **kwargs)
@@ -101,7 +101,7 @@ def test_draws_is_whether_the_call_advances_the_generator(op, args, kwargs) -> N
 
 def test_eager_engine_replays_no_rng_for_attention_without_dropout(monkeypatch) -> None:
     """SDPA at dropout_p=0 is recomputed as a plain op: no RNG record, the same gradients."""
-    from xla_ckpt._ir.replay_state import Draw
+    from xla_ckpt._record.replay_state import Draw
 
     recorded = []
     real = Draw.record

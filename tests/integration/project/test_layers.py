@@ -19,7 +19,7 @@ ROOT = pathlib.Path(ROOT_DIR) / "xla_ckpt"
 # Bottom to top. A module may import its own layer (without a cycle) and every layer below. "": the
 # public modules (``xla_ckpt``, ``policies``, the example models); ``_cli`` (``python -m xla_ckpt``)
 # runs the example models, so it sits above them.
-LAYERS = ("_base", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "", "_cli")
+LAYERS = ("_base", "_ops", "_record", "_policy", "_hooks", "_compile", "_engine", "_api", "_estimate", "", "_cli")
 PUBLIC = {"xla_ckpt", "xla_ckpt.policies", "xla_ckpt.models", "xla_ckpt.hf_models"}
 CLI = {"xla_ckpt.__main__"}
 
@@ -141,9 +141,9 @@ FOREIGN = {
 
 # Single sites, each with why (file, code).
 ALLOWED = {
-    ("xla_ckpt/_hooks/linear.py", "ctx.dtype"): "torch.autograd.Function's ctx: forward leaves backward its state "
+    ("xla_ckpt/_ops/linear.py", "ctx.dtype"): "torch.autograd.Function's ctx: forward leaves backward its state "
                                                  "there (torch's API)",
-    ("xla_ckpt/_hooks/linear.py", "new.bias"): "Linear.from_linear: the instance it just built of its own class "
+    ("xla_ckpt/_ops/linear.py", "new.bias"): "Linear.from_linear: the instance it just built of its own class "
                                                 "takes the module's parameter objects",
     ("xla_ckpt/_api/scan_weights.py", "p.grad"): "stack/unstack: the Parameter it just built takes the grads the "
                                                  "layers' parameters had (torch's .grad, not the engine's)",

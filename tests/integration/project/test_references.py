@@ -11,7 +11,7 @@ and runs in the fast tier. It reads:
   name what is gone: it is not read.
 
 A reference is a path under the repository (``xla_ckpt/_engine/replay.py``, ``tests/fuzz/test_fuzz.py``), a
-module path inside the package (``_engine/replay.py``), a dotted name (``_ir.replay_state.Fence``,
+module path inside the package (``_engine/replay.py``), a dotted name (``_record.replay_state.Fence``,
 ``xla_ckpt.policies.offload``), or one of the flat module names that each became a module of a layer
 (``_replay_state``, ``_compiled.py``): those name nothing.
 
@@ -36,7 +36,7 @@ import pytest
 
 ROOT = pathlib.Path(ROOT_DIR)
 PACKAGE = ROOT / "xla_ckpt"
-LAYERS = ("_base", "_ir", "_policy", "_hooks", "_compile", "_engine", "_api", "_cli")
+LAYERS = ("_base", "_ops", "_record", "_policy", "_hooks", "_compile", "_engine", "_api", "_estimate", "_cli")
 # The wheel ships policies/ as xla_ckpt/presets/ (pyproject's package-dir).
 ALIASES = {"xla_ckpt/presets": "policies"}
 # Where the benchmarks write (ignored by git, absent from a fresh clone): a file there is an output, never stale.
@@ -49,8 +49,8 @@ UPSTREAM_FILES = frozenset({"_pytree.py"})
 # Flat module names that name nothing: each is a module of a layer (``_replay`` -> ``_engine/replay.py``).
 REMOVED = frozenset(
     "_apply _blocks _budget _chips _compat _compile_scope _compiled _compiled_fence _config _direct _dots "
-    "_estimate _explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
-    "_offload_policies _params _plan _presets _recompute _record _replay _replay_state _report _retain "
+    "_explain _external _fit _fit_cli _forward _hf _linear _liveness _modules _offload "
+    "_offload_policies _params _plan _presets _recompute _replay _replay_state _report _retain "
     "_saved _scale _scan _tag _torch_args _wrap _xla _xla_state".split())
 
 # History in prose: our issue numbers, how a bug was found, which wave or session did what.
@@ -129,7 +129,7 @@ def _exists(rel: str) -> bool:
 
 
 def _resolves(dotted: str) -> bool:
-    """``_ir.replay_state.Fence`` or ``xla_ckpt.policies.offload``: the longest importable module
+    """``_record.replay_state.Fence`` or ``xla_ckpt.policies.offload``: the longest importable module
     prefix, then attributes."""
     parts = dotted.split(".")
     if parts[0] != "xla_ckpt":
@@ -255,7 +255,7 @@ def test_todays_reason_is_not_history(text):
     "# dump to /tmp/dump",
     "# see xla_ckpt/_engine/gone.py",
     "# see _engine/gone.py",
-    "# see ``_ir.replay_state.Nothing``",
+    "# see ``_record.replay_state.Nothing``",
     "# see xla_ckpt.policies.no_such_policy",
 ])
 def test_a_stale_reference_is_found(text):
@@ -263,7 +263,7 @@ def test_a_stale_reference_is_found(text):
 
 
 @pytest.mark.parametrize("text", [
-    "# fenced as in ``_ir.replay_state.Fence`` (xla_ckpt/_ir/replay_state.py)",
+    "# fenced as in ``_record.replay_state.Fence`` (xla_ckpt/_record/replay_state.py)",
     "# the general replay (``_engine/replay.py``); presets in xla_ckpt/presets/",
     "# tests/fuzz/test_fuzz.py, bench/memory.py, docs/correctness.md, xla_ckpt.policies.offload",
     "# a private helper ``_wrap_torch`` and $HOME/tmp/x are not module references",

@@ -3,7 +3,7 @@ the step the plain step's.
 
 torch_xla's RNG is a base seed (advanced by each sync) and a running seed (advanced by each traced random op);
 ``set_rng_state`` sets both. The replay sets the running seed to the forward's for each recomputed random op
-and back after it; the base it moved is put back at the end of backward (``_ir.replay_state.settle_xla``). So the
+and back after it; the base it moved is put back at the end of backward (``_record.replay_state.settle_xla``). So the
 state is read both before the sync (a draw too many shows only there) and after it (a moved base shows only
 there), and a mask drawn after the step must equal the plain step's.
 """

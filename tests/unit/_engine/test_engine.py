@@ -21,8 +21,8 @@ from helpers import seed_all
 from helpers import OpCounter, assert_same, example_policy, grads_of, torch_dots, torch_sac_context
 from xla_ckpt import Decision, policies
 from xla_ckpt._engine.xla_steps import XlaBackward
-from xla_ckpt._ir.opcall import OpCall
-from xla_ckpt._ir import replay_state as _replay_state
+from xla_ckpt._record.opcall import OpCall
+from xla_ckpt._record import replay_state as _replay_state
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt.models import Block, GPTConfig
 

@@ -7,7 +7,7 @@ import torch
 
 from xla_ckpt import Decision, policies
 from xla_ckpt._policy.dots import dot_batch, einsum_batch
-from xla_ckpt._ir.opcall import OpCall
+from xla_ckpt._record.opcall import OpCall
 
 aten = torch.ops.aten
 

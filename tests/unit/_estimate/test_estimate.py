@@ -118,7 +118,7 @@ def test_estimate_page_counts_come_from_the_code() -> None:
     import os
 
     from helpers import ROOT_DIR
-    from xla_ckpt._api.fit import DEFAULT_BUDGETS
+    from xla_ckpt._estimate.fit import DEFAULT_BUDGETS
     from xla_ckpt._base.presets import preset_names
 
     with open(os.path.join(ROOT_DIR, "docs", "estimate.md"), encoding="utf-8") as f:

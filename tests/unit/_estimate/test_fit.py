@@ -12,9 +12,9 @@ import torch
 import xla_ckpt
 from xla_ckpt import hf_models
 from xla_ckpt.__main__ import main
-from xla_ckpt._api.chips import CHIPS, GIB
-from xla_ckpt._api.fit import XLA_BAND, arch_config, fit, hf_builder
-from xla_ckpt._api.scale import estimate_layers
+from xla_ckpt._estimate.chips import CHIPS, GIB
+from xla_ckpt._estimate.fit import XLA_BAND, arch_config, fit, hf_builder
+from xla_ckpt._estimate.scale import estimate_layers
 from xla_ckpt.models import GPT, GPTConfig
 
 BUDGET = {"checkpoint": [{"blocks": True, "budget": 0.3}]}

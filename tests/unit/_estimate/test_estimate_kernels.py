@@ -2,7 +2,7 @@
 
 HF models in training without a cache and without an ``attention_mask`` read a value of
 ``position_ids`` (transformers 5's packed-sequence check); the meta device knows it exactly
-(``xla_ckpt._api.known``). References are real CPU steps, as in ``test_estimate.py``.
+(``xla_ckpt._estimate.known``). References are real CPU steps, as in ``test_estimate.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 import xla_ckpt
 from xla_ckpt import hf_models
-from xla_ckpt._api.known import KnownValues
+from xla_ckpt._estimate.known import KnownValues
 
 from estimate_check import check_exact
 

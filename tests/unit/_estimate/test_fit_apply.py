@@ -11,9 +11,9 @@ import torch
 import xla_ckpt
 from xla_ckpt import hf_models
 from xla_ckpt.__main__ import main
-from xla_ckpt._api.chips import GIB
+from xla_ckpt._estimate.chips import GIB
 from xla_ckpt._api.config_dump import config_data, to_toml
-from xla_ckpt._api.fit import fit
+from xla_ckpt._estimate.fit import fit
 
 from helpers import assert_same
 

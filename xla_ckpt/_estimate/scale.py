@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from torch import nn
 
 from xla_ckpt._api.blocks import find_blocks
-from xla_ckpt._api.estimate import Estimate, estimate
+from xla_ckpt._estimate.estimate import Estimate, estimate
 
 __all__ = ["estimate_layers", "block_bytes", "recompute_working_bytes"]
 

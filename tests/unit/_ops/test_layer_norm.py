@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import xla_ckpt
 from helpers import assert_same, grads_of
-from xla_ckpt._hooks.layer_norm import layer_norm
+from xla_ckpt._ops.layer_norm import layer_norm
 
 # (weight?, bias?, which of (x, weight, bias) require grad)
 CASES = [(True, True, (True, True, True)), (True, False, (True, True, False)), (False, False, (True, False, False)),

@@ -18,18 +18,18 @@ from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
-from xla_ckpt._api.attention import ATTENTION, check_attention, default_attention
+from xla_ckpt._estimate.attention import ATTENTION, check_attention, default_attention
 from xla_ckpt._api.device_forms import DEVICES, check_device
-from xla_ckpt._api.chips import CHIPS, GIB
+from xla_ckpt._estimate.chips import CHIPS, GIB
 from xla_ckpt._api.config import Config
 from xla_ckpt._api.config_dump import config_data
 from xla_ckpt._api.config_load import load_config
 from xla_ckpt._base.presets import preset_names
 from xla_ckpt._api.blocks import find_blocks
-from xla_ckpt._api.hf_config import hf_builder
-from xla_ckpt._api.scale import estimate_layers, recompute_working_bytes
+from xla_ckpt._estimate.hf_config import hf_builder
+from xla_ckpt._estimate.scale import estimate_layers, recompute_working_bytes
 from xla_ckpt._base.warn import forgetting
-from xla_ckpt._ir.opcall import selects_by_tag
+from xla_ckpt._record.opcall import selects_by_tag
 
 __all__ = ["FitRow", "FitReport", "fit", "hf_builder", "DTYPES", "XLA_BAND", "DEFAULT_BUDGETS"]
 
@@ -187,7 +187,7 @@ def fit(config: Any, *, seq: int, batch: int = 1, chips: int = 1,
             (``arch_config`` makes one from sizes).
         seq, batch: sequence length and per-chip batch. chips: how many; fsdp: the FSDP sharding
             degree (default: all chips; 1 = replicated).
-        chip: a name in ``xla_ckpt._api.chips.CHIPS`` (v4, v5e, v5p, v6e, h100, h200), or hbm_gib.
+        chip: a name in ``xla_ckpt._estimate.chips.CHIPS`` (v4, v5e, v5p, v6e, h100, h200), or hbm_gib.
         param_dtype: parameters, gradients and activations; optim_dtype: Adam's two moments, plus a
             master copy of the weights when wider than param_dtype.
         reserve: fraction of HBM kept free for the runtime. xla: apply the XLA band (default: the chip's kind).

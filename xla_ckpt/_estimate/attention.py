@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from xla_ckpt._api.chips import CHIPS
+from xla_ckpt._estimate.chips import CHIPS
 
 __all__ = ["ATTENTION", "FusedAttention", "check_attention", "default_attention"]
 

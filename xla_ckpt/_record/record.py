@@ -16,7 +16,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from xla_ckpt._base.errors import CheckpointError, fn_name
-from xla_ckpt._ir.opcall import Decision
+from xla_ckpt._record.opcall import Decision
 
 __all__ = [
     "CheckpointError", "OpInfo", "op_info", "draws", "signature", "arg_scan", "out_scan", "describe_mismatch",
@@ -304,6 +304,6 @@ class Record:
     meta: tuple  # shapes/dtypes of the tensor outputs
     module: str
     tag: Optional[str]
-    draw: Any = None  # random ops: the generator and its states around the op (_ir.replay_state.Draw)
+    draw: Any = None  # random ops: the generator and its states around the op (_record.replay_state.Draw)
     spec: Any = None  # eager: how to make a stand-in for the outputs (see stand_in)
-    live: bool = True  # False: backward needs nothing this op makes (see _ir.liveness)
+    live: bool = True  # False: backward needs nothing this op makes (see _record.liveness)

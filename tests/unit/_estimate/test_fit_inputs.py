@@ -20,10 +20,10 @@ import transformers
 
 import xla_ckpt
 from xla_ckpt.__main__ import main
-from xla_ckpt._api.attention import default_attention
-from xla_ckpt._api.chips import CHIPS, GIB
-from xla_ckpt._api.fit import fit
-from xla_ckpt._api.hf_config import hf_config_data
+from xla_ckpt._estimate.attention import default_attention
+from xla_ckpt._estimate.chips import CHIPS, GIB
+from xla_ckpt._estimate.fit import fit
+from xla_ckpt._estimate.hf_config import hf_config_data
 from xla_ckpt._base.warn import forgetting
 
 from helpers import ROOT_DIR

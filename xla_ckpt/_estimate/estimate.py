@@ -20,11 +20,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from xla_ckpt._hooks import saved as _saved
 from xla_ckpt._api.apply import apply
-from xla_ckpt._api.attention import FusedAttention, check_attention
+from xla_ckpt._estimate.attention import FusedAttention, check_attention
 from xla_ckpt._api.device_forms import DeviceForms, check_device
-from xla_ckpt._api.hf_config import hf_config_data, hf_meta_model, is_hf_config
+from xla_ckpt._estimate.hf_config import hf_config_data, hf_meta_model, is_hf_config
 from xla_ckpt._base.compat import backward_keeping_function_modes
-from xla_ckpt._api.known import KnownValues
+from xla_ckpt._estimate.known import KnownValues
 from xla_ckpt._api.blocks import find_blocks
 from xla_ckpt._hooks.report import SavedReport, recording
 from xla_ckpt._api.wrap import checkpointed

@@ -90,7 +90,7 @@ def test_everything_saveable_keeps_what_autograd_keeps(device):
 
 def test_dead_ops_are_not_recomputed_and_never_read(monkeypatch):
     """The eager replay skips ops backward does not read; breaking the analysis is caught, not silent."""
-    from xla_ckpt._ir import liveness as _liveness
+    from xla_ckpt._record import liveness as _liveness
     from helpers import OpCounter
 
     w = torch.randn(4, 4, requires_grad=True)
