@@ -7,9 +7,8 @@ from functools import cached_property
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_map
 
-from xla_ckpt._base import xla as _xla
 from xla_ckpt._record.opcall import OpCall
 
 __all__ = ["CompiledOpCall", "skipped"]
@@ -28,26 +27,10 @@ class CompiledOpCall(OpCall):
     """An ``OpCall`` seen while tracing: ``nbytes`` / ``flops`` from metadata when ``out`` is None."""
 
     @cached_property
-    def _meta_out(self) -> Any:
+    def _sized_out(self) -> Any:
         if self.out is not None:
             return self.out
         return _meta_run(self.op, self.args, self.kwargs)
-
-    @cached_property
-    def nbytes(self) -> int:
-        return sum(_xla.shape_nbytes(t) for t in tree_leaves(self._meta_out) if isinstance(t, torch.Tensor))
-
-    @cached_property
-    def flops(self) -> int:
-        from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
-
-        formula = flop_registry.get(self.op.overloadpacket)
-        if formula is None:
-            return 0
-        try:
-            return int(formula(*self.args, **self.kwargs, out_val=self._meta_out))
-        except Exception:  # a formula that cannot read these arguments: unknown, not an error
-            return 0
 
 
 def _meta_run(op: Any, args: tuple, kwargs: dict) -> Any:

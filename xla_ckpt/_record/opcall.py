@@ -62,9 +62,14 @@ class OpCall:
     module: str = ""
     tag: Optional[str] = None
 
+    @property
+    def _sized_out(self) -> Any:
+        """What ``nbytes`` and ``flops`` read: the output (under compile, from metadata when it is None)."""
+        return self.out
+
     @cached_property
     def nbytes(self) -> int:
-        return sum(_xla.shape_nbytes(t) for t in tree_leaves(self.out) if isinstance(t, torch.Tensor))
+        return sum(_xla.shape_nbytes(t) for t in tree_leaves(self._sized_out) if isinstance(t, torch.Tensor))
 
     @cached_property
     def flops(self) -> int:
@@ -74,7 +79,7 @@ class OpCall:
         if formula is None:
             return 0
         try:
-            return int(formula(*self.args, **self.kwargs, out_val=self.out))
+            return int(formula(*self.args, **self.kwargs, out_val=self._sized_out))
         except Exception:  # a formula that cannot read these arguments: unknown, not an error
             return 0
 

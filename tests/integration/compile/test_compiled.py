@@ -265,7 +265,7 @@ def test_compiled_saves_what_eager_saves(name: str) -> None:
     # torch's own differ: Dynamo's dropout clones (which eager never runs), and on torch 2.13 the
     # causal mask that AOTAutograd traces once for both blocks (fewer copies, never other values).
     marked_values = collections.Counter((_packet_name(g["value"][n][0]), g["value"][n][1]) for n in marked)
-    dropout = collections.Counter(("aten.clone", tuple(d.call._meta_out.shape)) for d in run["decided"]
+    dropout = collections.Counter(("aten.clone", tuple(d.call._sized_out.shape)) for d in run["decided"]
                                   if d.decision.keeps and d.call.op.overloadpacket is aten.clone
                                   and d.call.module.endswith("drop"))
     eager_saved = collections.Counter(eager["saved"])
