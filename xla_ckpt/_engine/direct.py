@@ -184,7 +184,9 @@ class Recorder:
         templates: dict[StepRef, tuple[Any, list, list, list, Any, bool]] = {}
 
         def ref_of(t: torch.Tensor) -> Ref:
-            k = _value_key(t)
+            k = buffer_key(t)
+            if not t.is_xla:  # type: ignore[attr-defined]  # ``_value_key``, inline: a call per tensor argument
+                k = (k, tuple(t.shape), t.stride(), t.storage_offset())
             ref = value_of.get(k)
             if ref is None:  # from outside the region: the forward's tensor, as autograd would keep it
                 c = const_of.get(k)
@@ -238,7 +240,11 @@ class Recorder:
             slots.append(ref)
         while todo:
             step = todo.pop()
-            func, args, kwargs = self._producer(step)
+            if isinstance(step, OutStep):  # ``_producer``, inline: a call per step
+                call = calls[step.pos]
+                func, args, kwargs = call.op, call.args, call.kwargs
+            else:
+                func, args, kwargs = views[step[0]][1:4]
             if isinstance(step, OutStep) and records[step.pos].info.random and records[step.pos].draw is None and draws(
                     records[step.pos].info, args, kwargs):
                 self.refuse("a random op whose draw was not recorded would be recomputed")
@@ -256,11 +262,9 @@ class Recorder:
                 if not need(r):
                     self.refuse(f"{func} needs an input the region dropped")
                     return None
-        def order(s: StepRef) -> tuple[int, int, int]:  # forward order: a view after position ``before`` - 1
-            return (s.pos, 1, 0) if isinstance(s, OutStep) else (views[s[0]][0], 0, s[0])
-
-        steps = [Step(s, *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None)
-                 for s in sorted(needed, key=order)]
+        # Forward order, a view after position ``before`` - 1 (keys in one comprehension: no call per step).
+        order = sorted([((s[0], 1, 0) if isinstance(s, OutStep) else (views[s[0]][0], 0, s[0]), s) for s in needed])
+        steps = [Step(s, *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None) for _, s in order]
         shardings: dict[Ref, Any] = {}
         if spmd():
             for ref, t in self._values(region, needed, starts):
