@@ -123,7 +123,10 @@ def _infrastructure_types() -> tuple[type, ...]:
 def _own(hook: Any) -> bool:
     # By identity (a user's hook object may be unhashable), or marked on its class: the role tags that
     # ``apply`` puts on Hugging Face projections (_api.hf_roles) are part of the computation the region sees.
-    return any(hook is h for h in OWN_HOOKS) or getattr(type(hook), "xla_ckpt_own", False) is True
+    for h in OWN_HOOKS:  # a loop, not any(...): a generator per hook per module call
+        if hook is h:
+            return True
+    return getattr(type(hook), "xla_ckpt_own", False) is True
 
 
 def _guard(hooks: dict[int, Any], swapped: list, forward: bool, recompute: bool) -> None:
@@ -159,8 +162,10 @@ def _call_impl(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         _guard(self._forward_hooks, swapped, True, recompute)
     for name, forward in _GLOBALS:
         hooks = getattr(_module_mod, name)
-        if hooks and not all(_own(h) or type(h) in _WRAPPERS for h in hooks.values()):
-            _guard(hooks, swapped, forward, recompute)
+        for h in hooks.values():  # the library's own global hooks alone need no guard
+            if not (type(h) in _WRAPPERS or _own(h)):
+                _guard(hooks, swapped, forward, recompute)
+                break
     if not swapped:
         return _ORIGINAL_CALL(self, *args, **kwargs)
     try:
