@@ -98,7 +98,10 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.inductor-cache
 
 # The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once. From a fresh clone here, nothing else
 # running: 8 min 13 s of tests (10 min 36 s with the install), over its 5-minute target: not cut back enough yet.
-# XLA tests run on XLA:CPU.
+# XLA tests run on XLA:CPU. One process uses about one core (648 CPU-s in 596 s here). pytest-xdist
+# (`PYTEST_ARGS="-n 2"`, not installed by the extras; conftest.py gives each worker its own inductor cache)
+# passes the same tests but spends about 20% more CPU (each worker compiles XLA's graphs and imports torch_xla
+# again): from cold caches at load 2-4 from other work, 574 s against 586 s for one process, no gain.
 test: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS) tests
 

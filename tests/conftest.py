@@ -29,6 +29,16 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
+
+# Under pytest-xdist (`make test` runs its workers) each worker compiles into its own inductor cache: two
+# processes writing one cache at once left truncated .so files ("file too short"). Set before any compile;
+# subprocesses a test starts inherit it.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = (
+        f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR') or default_cache_dir()}-{_XDIST_WORKER}")
 # Derandomized (the same programs on every run, so a red CI run reproduces locally), no deadline
 # (an XLA example compiles), no example database (nothing written into the checkout).
 _FUZZ_COMMON = dict(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),

@@ -70,8 +70,12 @@ def _step(device: torch.device, preset: Any, pair: str) -> tuple[list[torch.Tens
     return [t.detach().cpu() for t in [loss, *grads]], counts
 
 
-@pytest.mark.parametrize("pair", sorted(PAIRS))
-@pytest.mark.parametrize("preset", ["full", "megatron_selective", "fsdp_xla"])
+# On XLA the fast tier runs `full` (the corrected outside layers) and `fsdp_xla` (the by-reference scope) with the
+# shifting pair, which no rounding hides; CPU runs every case. The other XLA cases compile the GPT again each.
+@pytest.mark.parametrize("pair", [p if p == "shift" else pytest.param(p, marks=pytest.mark.slow_on_xla)
+                                  for p in sorted(PAIRS)])
+@pytest.mark.parametrize("preset", ["full", pytest.param("megatron_selective", marks=pytest.mark.slow_on_xla),
+                                    "fsdp_xla"])
 def test_a_user_pair_around_an_applied_model_gives_the_plain_grads(device, preset: str, pair: str) -> None:
     ref, ref_counts = _step(device, None, pair)
     got, got_counts = _step(device, preset, pair)

@@ -62,7 +62,10 @@ def _run(device, policy, direct: bool):
     return m, grads
 
 
-@pytest.mark.parametrize("policy", PRESETS)
+# Fast tier: one preset that replays everything and one that replays a part; the other presets (slow tier) run
+# XLA's default, the direct replay, in test_engine.py's test_gradients_equal in the fast tier.
+@pytest.mark.parametrize("policy", [p if p in ("nothing_saveable", "dots_saveable") else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in PRESETS])
 def test_direct_replay_gives_the_plain_gradients_without_running_fn_again(xla_device, policy):
     _, ref = _run(xla_device, None, True)
     direct, got = _run(xla_device, policy, True)
