@@ -30,7 +30,7 @@ if _HERE not in sys.path:
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 
-# Under pytest-xdist (`make test` runs its workers) each worker compiles into its own inductor cache: two
+# Under pytest-xdist (`make test PYTEST_ARGS="-n 2"`, xdist installed by hand) each worker compiles into its own inductor cache: two
 # processes writing one cache at once left truncated .so files ("file too short"). Set before any compile;
 # subprocesses a test starts inherit it.
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
