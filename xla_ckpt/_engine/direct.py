@@ -128,8 +128,6 @@ class Recorder:
     """Collects a region's forward ops (XLA) until the end of forward, then builds its Program."""
 
     def __init__(self) -> None:
-        # The forward's OpCalls by position (op, args, kwargs, out): ``Forward.calls``, given to ``build``.
-        self.calls: list[Any] = []
         self.views: list[tuple[int, Any, tuple, dict, Any]] = []  # (position count before it, op, args, kwargs, out)
         self.why_not: Optional[str] = None
 
@@ -149,7 +147,6 @@ class Recorder:
         """
         if self.why_not is not None:
             return None
-        self.calls = calls
         if region.pristine:
             self.refuse("fn writes to one of its inputs")
             return None
@@ -163,7 +160,7 @@ class Recorder:
                 value_of.setdefault(k, In(i))
         vi = 0
         views = self.views
-        for p, call in enumerate(self.calls):
+        for p, call in enumerate(calls):
             while vi < len(views) and views[vi][0] <= p:
                 self._add_view(vi, value_of)
                 vi += 1
@@ -240,11 +237,7 @@ class Recorder:
             slots.append(ref)
         while todo:
             step = todo.pop()
-            if isinstance(step, OutStep):  # ``_producer``, inline: a call per step
-                call = calls[step.pos]
-                func, args, kwargs = call.op, call.args, call.kwargs
-            else:
-                func, args, kwargs = views[step[0]][1:4]
+            func, args, kwargs = self._producer(calls, step)
             if isinstance(step, OutStep) and records[step.pos].info.random and records[step.pos].draw is None and draws(
                     records[step.pos].info, args, kwargs):
                 self.refuse("a random op whose draw was not recorded would be recomputed")
@@ -267,7 +260,7 @@ class Recorder:
         steps = [Step(s, *templates[s], records[s.pos].draw if isinstance(s, OutStep) else None) for _, s in order]
         shardings: dict[Ref, Any] = {}
         if spmd():
-            for ref, t in self._values(region, needed, starts):
+            for ref, t in self._values(region, calls, needed, starts):
                 if is_manual(t):
                     self.refuse("fn makes a manually sharded value (xs.enable_manual_sharding)")
                     return None
@@ -276,22 +269,22 @@ class Recorder:
                     shardings[ref] = sharding
         return Program(steps, slots, consts, cached, sorted(starts, key=start_order), shardings)
 
-    def _values(self, region: RegionState, needed: set[StepRef], starts: set[Ref]) -> Any:
+    def _values(self, region: RegionState, calls: list[Any], needed: set[StepRef], starts: set[Ref]) -> Any:
         """The forward's tensor behind each value the program recomputes or starts from, with its reference."""
         for step in needed:
-            out = self.calls[step[0]].out if isinstance(step, OutStep) else self.views[step[0]][4]
+            out = calls[step[0]].out if isinstance(step, OutStep) else self.views[step[0]][4]
             for j, t in enumerate(tensors(out)):
                 yield step.value(j), t
         for ref in starts:
             if isinstance(ref, In):
                 yield ref, region.inputs[ref.i]
             elif isinstance(ref, Out):
-                yield ref, tensors(self.calls[ref.pos].out)[ref.j]
+                yield ref, tensors(calls[ref.pos].out)[ref.j]
 
-    def _producer(self, step: StepRef) -> tuple[Any, tuple, dict]:
-        """The recorded op behind ``step``: (op, args, kwargs)."""
+    def _producer(self, calls: list[Any], step: StepRef) -> tuple[Any, tuple, dict]:
+        """The recorded op behind ``step`` (``calls``: the forward's OpCall at each position): (op, args, kwargs)."""
         if isinstance(step, OutStep):
-            call = self.calls[step.pos]
+            call = calls[step.pos]
             return call.op, call.args, call.kwargs
         return self.views[step[0]][1:4]
 
