@@ -96,14 +96,15 @@ PYTEST_ARGS ?=
 # every run on the machine, and two runs writing it at once left truncated .so files ("file too short").
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.inductor-cache
 
-# The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once. From a fresh clone here, nothing else
-# running: 482 s of tests (627 s with the install), over its 5-minute target.
-# XLA tests run on XLA:CPU. One process uses about one core (648 CPU-s in 596 s here). pytest-xdist
-# (`PYTEST_ARGS="-n 2"`, not installed by the extras; conftest.py gives each worker its own inductor cache)
-# passes the same tests but spends about 20% more CPU (each worker compiles XLA's graphs and imports torch_xla
-# again): from cold caches at load 2-4 from other work, 574 s against 586 s for one process, no gain.
+# Test processes: pytest-xdist workers, one per core, at most 4 (each imports torch_xla and compiles its
+# own XLA graphs; conftest.py gives each its own inductor cache). `make test TEST_WORKERS=0`: one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; n = min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1); print(n if n > 1 else 0)")
+XDIST = -n $(TEST_WORKERS)
+
+# The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once. From a fresh clone here (2 cores, two
+# workers), nothing else running: TEST_TIME_PLACEHOLDER.
 test: $(STAMP)
-	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS) tests
+	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra $(XDIST) -m "not slow" $(PYTEST_ARGS) tests
 
 # Everything (slow tier included, fuzz profile `full`) on torch 2.9 + torch_xla but the `newest_only`
 # cases, then the newest-torch tier (test-newest-all).
@@ -118,7 +119,7 @@ test: $(STAMP)
 # after the XLA scan and compile tests), so no process carries XLA's runtime state that long.
 # The three cost about 20 s more (torch_xla's import and the first compile per process).
 TEST_ALL_ENV = PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=full
-TEST_ALL_ARGS = -q -ra -m "not newest_only" $(PYTEST_ARGS)
+TEST_ALL_ARGS = -q -ra $(XDIST) -m "not newest_only" $(PYTEST_ARGS)
 test-all: $(STAMP) $(STAMP_JAX)
 	$(TEST_ALL_ENV) $(PY) -m pytest $(TEST_ALL_ARGS) tests/unit
 	$(TEST_ALL_ENV) XLA_CKPT_JAX_PYTHON=$(abspath $(PY_JAX)) $(PY) -m pytest $(TEST_ALL_ARGS) tests/integration
@@ -130,19 +131,19 @@ test-all: $(STAMP) $(STAMP_JAX)
 # versions' compiled kernels do not share one cache.
 NEWEST_ENV = TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.inductor-cache-newest
 test-newest: $(STAMP_NEWEST)
-	$(NEWEST_ENV) XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY_NEWEST) -m pytest -q -ra $(XDIST) -m "not xla and not slow" $(PYTEST_ARGS) tests
 
 # CI's newest-torch tier: the fast tier with the full fuzz profile (CPU programs are cheap: the whole
 # fuzz file costs about a minute of CPU), then the slow tests marked `newest` (tests/integration/compile/test_compiled.py's:
 # inductor codegen, the partitioner comparisons) and `newest_only` (the compiled HF table's cases CI runs
-# here instead of on torch 2.9: each architecture once, the presets in turn; each (architecture, preset)
-# pair compiles once per CI run), the part of the library that changes most between torch versions. The
+# here instead of on torch 2.9: each architecture once, the presets in turn; torch 2.9 compiles each
+# architecture under the next preset), the part of the library that changes most between torch versions. The
 # rest of the slow tier (the eager HF table, the estimate matrix, budget sweeps, the end-to-end
 # benchmarks, long runs, the wheel) runs in test-all on torch 2.9 only; every feature is covered on both
 # versions by the fast tier.
 test-newest-all: $(STAMP_NEWEST)
-	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and not slow" $(PYTEST_ARGS) tests
-	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra -m "not xla and slow and (newest or newest_only)" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra $(XDIST) -m "not xla and not slow" $(PYTEST_ARGS) tests
+	$(NEWEST_ENV) XLA_CKPT_FUZZ=full $(PY_NEWEST) -m pytest -q -ra $(XDIST) -m "not xla and slow and (newest or newest_only)" $(PYTEST_ARGS) tests
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) $(VENV_JAX) *.egg-info .pytest_cache

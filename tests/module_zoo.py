@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import pytest
 import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
@@ -19,6 +20,11 @@ import xla_ckpt
 from helpers import seed_all, sync
 
 POLICIES = ("nothing_saveable", "dots_saveable", "everything_saveable")
+# The fast tier runs each zoo case on XLA under the first policy only (every variant there is a compile of
+# its own); the slow tier and the CPU case run every policy.
+POLICIES_XLA_ONCE = (POLICIES[0], *(pytest.param(p, marks=pytest.mark.slow_on_xla) for p in POLICIES[1:]))
+# The two policies that recompute (everything_saveable recomputes nothing), the second slow tier on XLA.
+REPLAYED_XLA_ONCE = POLICIES_XLA_ONCE[:2]
 
 
 def rng_state(device: torch.device) -> list[Any]:

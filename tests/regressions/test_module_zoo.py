@@ -25,13 +25,13 @@ from torch import nn
 
 import xla_ckpt
 from helpers import sync
-from module_zoo import POLICIES, check_module, fixed_randn, module_step
+from module_zoo import POLICIES_XLA_ONCE, check_module, fixed_randn, module_step
 
 # --------------------------------------------------------------------------- buffers written in forward
 
 
 @pytest.mark.parametrize("api", ["old", "parametrizations"])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_spectral_norm(device, policy, api):
     """Spectral norm's power iteration writes its u/v vectors under no_grad in every training forward
     (the old API from a forward pre-hook, the new one inside a parametrization): written once."""
@@ -43,7 +43,7 @@ def test_spectral_norm(device, policy, api):
     check_module(make, [fixed_randn(3, 8)], device, policy)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_fused_moving_average_fake_quantize(device, policy):
     """QAT's fused observer + fake-quant: min/max, scale and zero_point written by one op in forward."""
     from torch.ao.quantization.fake_quantize import FusedMovingAvgObsFakeQuantize
@@ -54,7 +54,7 @@ def test_fused_moving_average_fake_quantize(device, policy):
     check_module(make, [fixed_randn(3, 8)], device, policy)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_fake_quantize_eager(policy):
     """The unfused FakeQuantize (a MovingAverageMinMaxObserver, which branches in Python on its own
     min/max buffers). CPU only: on XLA nothing_saveable and dots_saveable raise a CheckpointError (the
@@ -107,7 +107,7 @@ class _Grow(nn.Module):
         return torch.tanh(h) * self.low
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_buffer_resized_in_forward(device, policy):
     """Eager: the replay starts from the buffer's old shape and value, backward ends with the new ones
     (before, the put-back copy raised a raw RuntimeError: "size of tensor a (8) must match ... (0)").
@@ -119,7 +119,7 @@ def test_buffer_resized_in_forward(device, policy):
     check_module(_Grow, [fixed_randn(3, 8)], device, policy)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_prepare_qat_default_qconfig(device, policy):
     """QAT as users prepare it. XLA: the first call's resize is refused in forward, naming the observer
     and the fix (one forward under no_grad first), which then trains as without the library."""
@@ -131,7 +131,7 @@ def test_prepare_qat_default_qconfig(device, policy):
     check_module(_qat, [fixed_randn(3, 8)], device, policy)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_embedding_max_norm_renormalises_once(device, policy):
     """``Embedding(max_norm=1.0)`` renormalises the looked-up rows of its weight in place in forward."""
 
@@ -146,7 +146,7 @@ def test_embedding_max_norm_renormalises_once(device, policy):
 
 
 @pytest.mark.parametrize("mode", ["mean", "sum", "max"])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_embedding_bag(device, policy, mode):
     def make() -> nn.Module:
         return nn.Sequential(nn.EmbeddingBag(10, 8, mode=mode), nn.Linear(8, 8), nn.Tanh())
@@ -171,13 +171,13 @@ class _Attention(nn.Module):
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_multihead_attention_with_dropout(device, policy, need_weights):
     check_module(lambda: _Attention(need_weights), [fixed_randn(2, 5, 16)], device, policy)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_transformer_encoder_layer(device, policy, norm_first):
     """Default dropout 0.1 in three places, post- and pre-norm."""
 
@@ -213,12 +213,12 @@ class _Recurrent(nn.Module):
         return self.out(o), h
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_lstm_two_layers_with_dropout(device, policy):
     check_module(lambda: _Recurrent(nn.LSTM), [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=False)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_gru_two_layers_with_dropout(device, policy):
     """torch's GRU on CPU splits its gate matmuls with ``unsafe_split`` and writes each gate in place:
     pieces of one storage that share no version counter. The engine, keying buffers by storage, took
@@ -242,7 +242,7 @@ class _Cell(nn.Module):
         return h
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_gru_cell_unrolled(device, policy):
     """The same gates one step at a time (``nn.GRUCell``), the form the false error was reported in."""
     check_module(_Cell, [fixed_randn(2, 3, 8)], device, policy, fewer_bytes=policy == "nothing_saveable")
@@ -262,7 +262,7 @@ class _Sdpa(nn.Module):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_sdpa_with_dropout(device, policy, causal):
     check_module(lambda: _Sdpa(causal), [fixed_randn(2, 5, 8)], device, policy)
 
@@ -283,7 +283,7 @@ class _Rotary(nn.Module):
         return self.o(F.silu(torch.view_as_real(qc * self.freqs).flatten(-2)))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_rotary_through_complex(device, policy):
     check_module(_Rotary, [fixed_randn(2, 5, 8)], device, policy)
 
@@ -295,7 +295,7 @@ def _mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_full_backward_hooks_fire_once(device, policy):
     """A full backward hook and pre-hook on a module inside the region: one call each, the same grads."""
 
@@ -312,7 +312,7 @@ def test_full_backward_hooks_fire_once(device, policy):
     check_module(_mlp, [fixed_randn(3, 8)], device, policy, hooks)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_backward_hooks_that_change_grads(device, policy):
     def hooks(m: nn.Module, log: list) -> None:
         def pre(mod: nn.Module, go: tuple) -> tuple:
@@ -344,7 +344,7 @@ class _TensorHooks(nn.Module):
         return self.b(h2)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_tensor_hooks_on_intermediates(device, policy):
     def hooks(m: nn.Module, log: list) -> None:
         m.log = log
@@ -367,7 +367,7 @@ class _NestedTorchCheckpoint(nn.Module):
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_torch_checkpoint_nested_inside(policy, reentrant):
     """torch.utils.checkpoint inside a region, with dropout (CPU: torch's checkpoint itself does not run
     on XLA tensors, plain or not; torch_xla has its own)."""
@@ -387,7 +387,7 @@ class _FunctionalCall(nn.Module):
         return torch.func.functional_call(self.inner, params, (x,)) @ self.w
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_functional_call_inside(device, policy):
     check_module(_FunctionalCall, [fixed_randn(3, 8)], device, policy)
 
@@ -406,7 +406,7 @@ class _Decay(nn.Module):
         return torch.tanh(self.lin(x)) * self.v
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_deep_copy_keeps_the_original(device, policy):
     """A deep copy of a model whose data exists, stepped (forward and backward in one XLA graph): the
     original keeps its buffers and the copy trains as without the library. On XLA the copy shares the

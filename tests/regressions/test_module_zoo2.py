@@ -20,16 +20,12 @@ from torch import nn
 
 import xla_ckpt
 from helpers import seed_all, sync
-from module_zoo import POLICIES, check_module, fixed_randn, module_step, rng_state
+from module_zoo import POLICIES_XLA_ONCE, REPLAYED_XLA_ONCE, check_module, fixed_randn, module_step, rng_state
 
 tv_ops = pytest.importorskip("torchvision.ops")
 
-# Where the slower cases run only under the policies that replay (everything_saveable recomputes nothing).
-REPLAYED = POLICIES[:2]
-# The fast tier keeps the file near 40 s: these variants' XLA cases (a compile each) are slow tier.
+# Further variants whose XLA cases (a compile each) are slow tier.
 _SLOW_ON_XLA = pytest.mark.slow_on_xla
-# All three policies on CPU; everything_saveable's XLA case (nothing recomputed) slow tier.
-POLICIES_FAST_XLA = [*REPLAYED, pytest.param(POLICIES[2], marks=_SLOW_ON_XLA)]
 
 
 # --------------------------------------------------------------------------- torchvision blocks
@@ -49,7 +45,7 @@ class _StochasticDepthBlock(nn.Module):
 
 
 @pytest.mark.parametrize("mode", ["row", "batch"])
-@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_stochastic_depth(device, policy, mode):
     check_module(lambda: _StochasticDepthBlock(mode), [fixed_randn(6, 8)], device, policy)
 
@@ -60,7 +56,7 @@ def _cn_block() -> nn.Module:
     return CNBlock(8, layer_scale=0.5, stochastic_depth_prob=0.5)
 
 
-@pytest.mark.parametrize("policy", [POLICIES[0], *(pytest.param(p, marks=_SLOW_ON_XLA) for p in POLICIES[1:])])
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_convnext_block(device, policy):
     """Depthwise 7x7 conv, permutes, LayerNorm, layer scale and row stochastic depth."""
     check_module(_cn_block, [fixed_randn(4, 8, 7, 7)], device, policy)
@@ -74,7 +70,7 @@ def _basic_block(momentum: Any) -> nn.Module:
 
 
 @pytest.mark.parametrize("momentum", [pytest.param(0.1, marks=_SLOW_ON_XLA), None])
-@pytest.mark.parametrize("policy", REPLAYED)
+@pytest.mark.parametrize("policy", REPLAYED_XLA_ONCE)
 def test_resnet_basic_block(device, policy, momentum):
     """Three BatchNorms in training: running mean / var and num_batches_tracked (momentum None: the
     cumulative average, whose factor is read from num_batches_tracked) end the step as plain."""
@@ -107,7 +103,7 @@ class _Noisy(nn.Module):
 
 
 @pytest.mark.parametrize("kind", ["rrelu", "alpha", "feature_alpha", "dropout2d", "inplace"])
-@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_random_activations(device, policy, kind):
     """RReLU draws its slopes into a noise tensor it writes in place; the alpha dropouts and Dropout2d
     draw a mask per element or per channel; ``Dropout(inplace=True)`` writes its input. RReLU on XLA:
@@ -134,7 +130,7 @@ def _parametrized(kind: str) -> nn.Module:
 
 
 @pytest.mark.parametrize("kind", ["weight_norm", "orthogonal"])
-@pytest.mark.parametrize("policy", POLICIES_FAST_XLA)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_parametrizations(device, policy, kind):
     check_module(lambda: _parametrized(kind), [fixed_randn(3, 8)], device, policy)
 
@@ -154,7 +150,7 @@ class _Cached(nn.Module):
         return self.out(h)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_parametrize_cached_inside(device, policy):
     check_module(_Cached, [fixed_randn(3, 8)], device, policy)
 
@@ -183,7 +179,7 @@ class _KwargsBlock(nn.Module):
         return self.out(self.drop(torch.tanh(self.inner(x, scale=2.0))))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_forward_pre_hook_rewrites_kwargs(device, policy):
     """A ``with_kwargs`` pre-hook that changes a keyword and adds a tensor one; a forward hook that
     returns a new output; both record what they saw."""
@@ -228,7 +224,7 @@ class _SelfRemoving(nn.Module):
 
 
 @pytest.mark.parametrize("returns", [False, True])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_forward_hooks_removed_mid_step(device, policy, returns):
     """Removed before backward: a hook that returned None is exact. One that returned a new output is
     exact on XLA (the recorded program runs no hooks); the eager replay runs fn without it and cannot
@@ -280,7 +276,7 @@ class _Functional(nn.Module):
         return torch.func.functional_call(self.model, params, (ids,), tie_weights=True)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_functional_call_on_a_checkpointed_model(device, policy):
     """The recompute ran with the model's own weights (CheckpointError "values differ from the
     forward's" on CPU and XLA, everything_saveable aside); it runs with the tensors the forward ran with."""
@@ -301,7 +297,7 @@ class _Counted(nn.Module):
         return torch.tanh(self.lin(x)) * self.calls
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_buffer_assigned_anew_in_forward(device, policy):
     check_module(lambda: nn.Sequential(_Counted(), nn.Linear(8, 4)), [fixed_randn(3, 8)], device, policy)
 
@@ -368,7 +364,7 @@ def _run_step(body: Any, device: torch.device, wrap: Any) -> list:
 
 @pytest.mark.parametrize("body", [_accumulate, _retained, _penalty, _clipped], ids=lambda b: b.__name__[1:])
 @pytest.mark.parametrize("where", ["model", pytest.param("shared layer", marks=_SLOW_ON_XLA)])
-@pytest.mark.parametrize("policy", REPLAYED)
+@pytest.mark.parametrize("policy", REPLAYED_XLA_ONCE)
 def test_step_shapes(device, policy, where, body):
     """The shared layer checkpointed (two regions over one module) or the whole model (one region
     calling it twice), under steps with two forwards, a retained graph, double backward, clipping."""
@@ -434,7 +430,7 @@ def test_calls_without_training(device, mode):
         torch.testing.assert_close(g, r)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_under_caller_autocast_bf16(policy):
     """The whole step under the caller's ``torch.autocast("cpu", bfloat16)``, a tied weight cast once."""
 
@@ -522,7 +518,7 @@ class _CachedAround(nn.Module):
         return self.out(self.mid(self.mid(x).tanh()).sin())
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_parametrize_cached_around_the_forward(device, policy):
     """``parametrize.cached()`` open around the model call, closed before backward: the forward computed
     the weight once and read the cache after, the replay (cache closed) computed it at each read: a
@@ -541,7 +537,7 @@ def test_parametrize_cached_around_the_forward(device, policy):
     check_module(_CachedAround, [fixed_randn(3, 8)], device, wrap)
 
 
-@pytest.mark.parametrize("policy", REPLAYED)
+@pytest.mark.parametrize("policy", REPLAYED_XLA_ONCE)
 def test_parametrize_cached_around_forward_and_backward(device, policy):
     """Open around backward too: the replay found the forward's weight in the cache at its first read."""
 
@@ -568,7 +564,7 @@ def _old_weight_norm() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 8), nn.Tanh(), mid, nn.GELU(), mid, nn.Linear(8, 4))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_old_weight_norm_called_twice(device, policy):
     """The old ``nn.utils.weight_norm``: a forward pre-hook assigns ``weight`` anew (a plain attribute) at
     each call, here twice in one forward."""
@@ -584,7 +580,7 @@ def _mbconv() -> nn.Module:
     return MBConv(cfg, 0.5, partial(nn.BatchNorm2d, eps=1e-3))
 
 
-@pytest.mark.parametrize("policy", [POLICIES[0], pytest.param(POLICIES[1], marks=_SLOW_ON_XLA)])
+@pytest.mark.parametrize("policy", REPLAYED_XLA_ONCE)
 def test_efficientnet_mbconv(device, policy):
     """Expand, depthwise conv, squeeze-excitation (pool, SiLU, sigmoid gate), BatchNorm, stochastic depth."""
     check_module(_mbconv, [fixed_randn(4, 8, 5, 5)], device, policy)
@@ -605,7 +601,7 @@ class _FrozenAfter(nn.Module):
         return out
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_requires_grad_switched_off_before_backward(device, policy):
     """The replay ran with the frozen flags and saved fewer tensors than the forward: a CheckpointError
     ("saved 4 tensors; the forward ... saved 6") on CPU; it runs with the flags the forward found."""
@@ -654,7 +650,7 @@ def _instance_norm() -> nn.Module:
                          nn.Conv2d(4, 2, 1))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_XLA_ONCE)
 def test_instance_norm_running_stats(device, policy):
     """``InstanceNorm2d(track_running_stats=True)``: ATen's instance_norm repeats the running statistics per
     sample, batch-norms with the copies and writes the buffers back through ``alias(running_mean).copy_``.

@@ -6,7 +6,7 @@ GPT-OSS, DeepSeek-V3) and two encoder-decoders (T5, BART).
 Per architecture and device: loss and every parameter grad equal the unwrapped model's (a deepcopy, same
 seed), no grad is None, and fewer bytes are kept (``saved_activations().nbytes`` ratio < 1). CPU runs
 every preset; XLA:CPU runs each architecture with one preset, round robin, so every preset meets several
-architectures there (``XLA_CKPT_HF_FULL=1``: every preset on XLA too). ``XLA_CKPT_HF_TABLE=PATH`` writes
+architectures there (``XLA_CKPT_HF_FULL=1``: every preset on XLA and under compile too). ``XLA_CKPT_HF_TABLE=PATH`` writes
 the table of docs/huggingface.md (architecture x preset: max grad difference / bytes ratio) as Markdown.
 `make test` runs Llama (CPU and XLA) and Mixtral (CPU, `full`); the rest is in the slow tier (`make test-all`).
 """
@@ -172,19 +172,25 @@ DECODERS = [a for a, v in hf_models.ARCHS.items() if v[3] == "causal" and a not 
 FAST_COMPILED = ("llama", "full")  # the fast tier's one compiled model; the whole table is slow
 
 
-def _compiled_case(arch: str, preset: str):
-    if (arch, preset) == FAST_COMPILED:
-        marks = ()
-    elif preset == PRESETS[DECODERS.index(arch) % len(PRESETS)]:
-        # CI compiles each (architecture, preset) pair once: this one on the newest torch (each architecture
-        # once there, the presets in turn), the others on torch 2.9 (`make test-all`).
-        marks = (pytest.mark.slow, pytest.mark.newest_only)
-    else:
-        marks = (pytest.mark.slow,)
-    return pytest.param(arch, preset, marks=marks, id=f"{arch}-{preset}")
+def _compiled_cases():
+    """Each decoder compiles under two presets in CI, the presets in turn so that each meets several
+    architectures: one on the newest torch, the next on torch 2.9 (`make test-all`); the Llama under `full`
+    in the fast tier. ``XLA_CKPT_HF_FULL=1``: every (architecture, preset) pair on torch 2.9."""
+    for i, arch in enumerate(DECODERS):
+        newest, older = PRESETS[i % len(PRESETS)], PRESETS[(i + 1) % len(PRESETS)]
+        for preset in PRESETS:
+            if (arch, preset) == FAST_COMPILED:
+                marks: tuple[Any, ...] = ()
+            elif preset == newest:
+                marks = (pytest.mark.slow, pytest.mark.newest_only)
+            elif preset == older or FULL:
+                marks = (pytest.mark.slow,)
+            else:
+                continue
+            yield pytest.param(arch, preset, marks=marks, id=f"{arch}-{preset}")
 
 
-@pytest.mark.parametrize("arch,preset", [_compiled_case(a, p) for a in DECODERS for p in PRESETS])
+@pytest.mark.parametrize("arch,preset", list(_compiled_cases()))
 def test_default_config_compiles_to_one_graph(arch, preset):
     """Default config (use_cache=True): ``fullgraph=True`` compiles, one graph, no recompile at step 2.
 

@@ -22,7 +22,9 @@ PROBES = PROBES_DIR
 pytestmark = pytest.mark.xla
 
 
-@pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable", "everything_saveable"])
+# The fast tier runs the selective policy (marks inside the scanned body); the other two are slow tier.
+@pytest.mark.parametrize("policy", [pytest.param("nothing_saveable", marks=pytest.mark.slow), "dots_saveable",
+                                    pytest.param("everything_saveable", marks=pytest.mark.slow)])
 def test_scan_gradients_equal_unrolled(xla_device, policy):
     layers = _layers(3, xla_device)
     x = torch.randn(2, 16, 32).to(xla_device).requires_grad_()

@@ -169,6 +169,7 @@ def test_a_changed_argument_between_layers_is_an_error(xla_device):
     assert isinstance(layers[0].__dict__["forward"], scan_stack.ScanForward)
 
 
+@pytest.mark.slow  # Llama's scan and the attention-dropout refusal are the fast tier's
 def test_gpt2_stack_scanned_equals_plain_and_its_default_dropout_is_refused(xla_device):
     """GPT-2's ``transformer.h``: its default config trains with dropout 0.1 (refused, nothing ran); at 0, equal."""
     default = _model("gpt2", xla_device)
