@@ -46,8 +46,8 @@ from xla_ckpt._policy.plan import plans
 
 __all__ = ["checkpoint", "context_fn", "TORCH_ARGS"]
 
-# The keywords ``torch.utils.checkpoint.checkpoint`` takes itself: a keyword of ``fn``'s own by one of these
-# names reaches ``fn`` bound in a partial, not as torch's argument.
+# The keywords ``torch.utils.checkpoint.checkpoint`` takes itself: the engine's entry binds a keyword of ``fn``'s
+# own by one of these names in a partial before calling ``checkpoint`` below.
 TORCH_ARGS = ("use_reentrant", "preserve_rng_state", "determinism_check", "context_fn", "debug")
 
 
@@ -122,8 +122,6 @@ def checkpoint(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy
     RNG replay is torch's (inductor functionalises random ops); nesting and in-place ops inside the
     region follow torch's selective checkpointing rules under compile.
     """
-    if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: torch's checkpoint would take it
-        fn, kwargs = functools.partial(fn, **kwargs), {}
     on_xla = any(isinstance(t, torch.Tensor) and _xla.is_xla(t) for t in tree_leaves((args, kwargs)))
     # A planning policy (memory_budget) is planned on the joint graph before torch's min-cut
     # (``_compile.budget``), not with torch's activation_memory_budget: with dropout in two regions

@@ -24,6 +24,7 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 import torch
@@ -174,6 +175,12 @@ def run(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], policy: Pol
     """
     refuse_torchscript(fn, "xla_ckpt.checkpoint")
     if _compat.is_compiling():
+        # fn's own keyword named like one of torch's checkpoint's: bound here, or torch's checkpoint would take
+        # it. Here and not in `_compile/marks.py`: there, Dynamo's trace of a region that breaks its graph
+        # (an SPMD annotation inside a block) ends elsewhere, and the lazy engine that then runs the region
+        # kept 128 KiB more (test_openxla_activation_annotation_inside_regions pins the lazy engine's peak).
+        if any(k in _compiled.TORCH_ARGS for k in kwargs):
+            fn, kwargs = functools.partial(fn, **kwargs), {}
         # Dynamo cannot trace the engine: torch's SAC marks.
         return _compiled.checkpoint(fn, args, kwargs, policy, _lazy_region)
     st = _saved.state
