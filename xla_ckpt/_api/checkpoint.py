@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from xla_ckpt._api.forms import as_policy
+from xla_ckpt._api.torch_args import torch_call
 from xla_ckpt._engine import region as _region
+from xla_ckpt._policy.registry import resolve
 
 __all__ = ["checkpoint"]
 
@@ -38,7 +40,7 @@ def checkpoint(
             full recompute; turn it on when you suspect non-determinism.
         use_reentrant, preserve_rng_state, determinism_check, context_fn, debug:
             ``torch.utils.checkpoint.checkpoint``'s keywords, so migrated calls keep them: each has
-            torch's meaning or raises an error naming it and the fix (table in ``_policy.torch_args``); a
+            torch's meaning or raises an error naming it and the fix (table in ``_api.torch_args``); a
             ``context_fn`` built by ``create_selective_checkpoint_contexts`` becomes the policy.
             They are never passed to ``fn``.
         fn_kwargs: keyword arguments for ``fn`` under any name, also ``policy``, ``verify`` or one
@@ -57,6 +59,9 @@ def checkpoint(
     # The default stays a name: torch's context_fn may replace it.
     if not (policy.__class__ is str and policy == _DEFAULT):
         policy = as_policy(policy, "xla_ckpt.checkpoint")
-    return _region.checkpoint(fn, *args, policy=policy, verify=verify, use_reentrant=use_reentrant,
-                              preserve_rng_state=preserve_rng_state, determinism_check=determinism_check,
-                              context_fn=context_fn, debug=debug, fn_kwargs=fn_kwargs, **kwargs)
+    policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
+                                context_fn, debug)
+    pol = resolve(policy)  # the default's name, or the policy torch's context_fn stands for
+    if not isinstance(verify, bool):
+        raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
+    return _region.run(fn, args, kwargs, pol, verify)

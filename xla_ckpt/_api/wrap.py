@@ -19,7 +19,7 @@ from xla_ckpt._base import modules as _modules
 from xla_ckpt._base.errors import refuse_torchscript
 from xla_ckpt._base.instance_forward import InstanceForward
 from xla_ckpt._base.warn import warn_once
-from xla_ckpt._engine.region import checkpoint
+from xla_ckpt._engine.region import run
 from xla_ckpt._api.forms import as_policy
 
 __all__ = ["checkpointed", "uncheckpointed", "checkpoint_policy"]
@@ -55,11 +55,11 @@ class _CheckpointedForward(InstanceForward):
             return fwd(*args, **kwargs)  # eval with grad and a KV cache: plainly, as HF does (_api/hf.py)
         if _compat.is_compiling():
             # Dynamo names modules itself (nn_module_stack); the eager module stack would break the graph.
-            return checkpoint(fwd, *args, policy=self.policy, fn_kwargs=kwargs)
+            return run(fwd, args, kwargs, self.policy)
         if _in_torch_checkpoint(module):
             return fwd(*args, **kwargs)  # already checkpointed, by torch: once is enough
         with _modules.entered(module):
-            return checkpoint(fwd, *args, policy=self.policy, verify=self.verify, fn_kwargs=kwargs)
+            return run(fwd, args, kwargs, self.policy, self.verify)
 
 
 def _prepare(module: nn.Module, cache: Optional[_hf.CachePlan], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -151,11 +151,11 @@ def _wrap_class(cls: type[nn.Module], policy: Any, verify: bool = False) -> type
         if cache is not None and cache.writes_cache_outside_training(self, args, kwargs):
             return original(self, *args, **kwargs)  # eval with grad and a KV cache: plainly, as HF does
         if _compat.is_compiling():
-            return checkpoint(functools.partial(original, self), *args, policy=policy, fn_kwargs=kwargs)
+            return run(functools.partial(original, self), args, kwargs, policy)
         if _in_torch_checkpoint(self):
             return original(self, *args, **kwargs)  # already checkpointed, by torch: once is enough
         with _modules.entered(self):
-            return checkpoint(functools.partial(original, self), *args, policy=policy, verify=verify, fn_kwargs=kwargs)
+            return run(functools.partial(original, self), args, kwargs, policy, verify)
 
     forward.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     forward.__xla_ckpt_original__ = original  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ def _wrap_function(fn: Callable[..., Any], policy: Any, verify: bool = False) ->
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return checkpoint(fn, *args, policy=policy, verify=verify, fn_kwargs=kwargs)
+        return run(fn, args, kwargs, policy, verify)
 
     wrapper.__xla_ckpt_policy__ = policy  # type: ignore[attr-defined]
     return wrapper

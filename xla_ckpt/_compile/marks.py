@@ -44,7 +44,11 @@ from xla_ckpt._hooks.saved import user_hooks
 from xla_ckpt._record.opcall import Policy
 from xla_ckpt._policy.plan import plans
 
-__all__ = ["checkpoint", "context_fn"]
+__all__ = ["checkpoint", "context_fn", "TORCH_ARGS"]
+
+# The keywords ``torch.utils.checkpoint.checkpoint`` takes itself: the engine's entry binds a keyword of ``fn``'s
+# own by one of these names in a partial before calling ``checkpoint`` below.
+TORCH_ARGS = ("use_reentrant", "preserve_rng_state", "determinism_check", "context_fn", "debug")
 
 
 def _contexts(policy_id: int, module_id: int, direct: bool, on_xla: bool = False) -> Any:

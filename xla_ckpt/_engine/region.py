@@ -25,7 +25,7 @@ neither merge it with its forward twin (CSE) nor schedule it before the gradient
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -49,10 +49,8 @@ from xla_ckpt._hooks import user_hooks
 from xla_ckpt._hooks.params import param_source
 from xla_ckpt._record.opcall import Policy, selects_by_tag
 from xla_ckpt._record.record import tensors
-from xla_ckpt._policy.registry import resolve
-from xla_ckpt._policy.torch_args import TORCH_ARGS, torch_call
 
-__all__ = ["checkpoint", "CheckpointError"]
+__all__ = ["run", "CheckpointError"]
 
 
 class _Used:
@@ -165,43 +163,32 @@ def _report(state: RegionState) -> None:
                               tag=rec.tag, offloaded=host)
 
 
-def checkpoint(
-    fn: Callable[..., Any],
-    *args: Any,
-    policy: Any = "nothing_saveable",
-    verify: bool = False,
-    use_reentrant: Optional[bool] = None,
-    preserve_rng_state: bool = True,
-    determinism_check: str = "default",
-    context_fn: Any = None,
-    debug: bool = False,
-    fn_kwargs: Optional[Mapping[str, Any]] = None,
-    **kwargs: Any,
-) -> Any:
-    """The engine's entry for one region: ``xla_ckpt.checkpoint`` (``_api.checkpoint``) with the user's
-    policy already resolved there (a policy object; a registered name is looked up here, as the library's
-    own callers and torch's ``context_fn`` default pass it). The arguments are ``xla_ckpt.checkpoint``'s.
+def run(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], policy: Policy, verify: bool = False) -> Any:
+    """The engine's entry for one region: ``fn(*args, **kwargs)`` with ``policy`` deciding per op.
+
+    Every value is resolved by the caller (``xla_ckpt.checkpoint`` and ``checkpointed`` in ``_api``): ``policy``
+    a policy object, ``verify`` a bool, ``kwargs`` ``fn``'s own keyword arguments (torch's checkpoint keywords
+    already checked and taken out). The user's documentation is ``xla_ckpt.checkpoint``'s.
 
     Example:
-        >>> y = checkpoint(block, x, policy=xla_ckpt.policies.dots_saveable)
+        >>> y = run(block, (x,), {}, xla_ckpt.policies.dots_saveable)
     """
-    policy, kwargs = torch_call(policy, kwargs, fn_kwargs, use_reentrant, preserve_rng_state, determinism_check,
-                                context_fn, debug)
-    pol = resolve(policy)
-    if not isinstance(verify, bool):
-        raise TypeError(f"xla_ckpt.checkpoint: verify must be True or False, got {verify!r}")
     refuse_torchscript(fn, "xla_ckpt.checkpoint")
     if _compat.is_compiling():
-        if any(k in TORCH_ARGS for k in kwargs):  # fn's own keyword named like torch's: not torch's
+        # fn's own keyword named like one of torch's checkpoint's: bound here, or torch's checkpoint would take
+        # it. Here and not in `_compile/marks.py`: there, Dynamo's trace of a region that breaks its graph
+        # (an SPMD annotation inside a block) ends elsewhere, and the lazy engine that then runs the region
+        # kept 128 KiB more (test_openxla_activation_annotation_inside_regions pins the lazy engine's peak).
+        if any(k in _compiled.TORCH_ARGS for k in kwargs):
             fn, kwargs = functools.partial(fn, **kwargs), {}
         # Dynamo cannot trace the engine: torch's SAC marks.
-        return _compiled.checkpoint(fn, args, kwargs, pol, _lazy_region)
+        return _compiled.checkpoint(fn, args, kwargs, policy, _lazy_region)
     st = _saved.state
     if not torch.is_grad_enabled() or st.recompute is not None:
         # No graph to save for, or we are inside a replay (the replay mode sees these ops).
         return fn(*args, **kwargs)
     if st.region is not None:
-        with st.region.nested(pol):
+        with st.region.nested(policy):
             return fn(*args, **kwargs)  # each op is decided under the policy current when it ran
     if _compat.plain_under_func_transform(_name(fn)):  # torch.func: plain PyTorch, warned once (_base/compat)
         return fn(*args, **kwargs)
@@ -209,7 +196,7 @@ def checkpoint(
         return fn(*args, **kwargs)
     if _compat.plain_under_forward_ad(_name(fn)):  # forward-mode AD (dual_level): the same
         return fn(*args, **kwargs)
-    region = _Region(fn, args, kwargs, pol, verify)
+    region = _Region(fn, args, kwargs, policy, verify)
     device = region.state.device
     try:
         assert region.forward is not None
@@ -232,7 +219,7 @@ def checkpoint(
 @torch._dynamo.disable
 def _lazy_region(fn: Callable[..., Any], args: tuple, kwargs: dict, policy: Policy) -> Any:
     """A region Dynamo runs eagerly (a graph break inside it): the engine, Dynamo off for its frames."""
-    return checkpoint(fn, *args, policy=policy, fn_kwargs=kwargs)
+    return run(fn, args, kwargs, policy)
 
 
 def _warn_untagged(policy: Policy, fn: Any) -> None:

@@ -94,3 +94,20 @@ def test_partial_is_the_other_route_and_wrappers_pass_any_keyword():
     assert_same(ref, got)
     wrapped = xla_ckpt.checkpointed(_fn, policy="dots_saveable")
     assert_same(ref, grads_of(lambda: wrapped(x, w, policy="causal", debug="mine"), [], [x, w]))
+
+
+def test_under_compile_fn_keywords_named_like_torchs_reach_fn():
+    """Under ``torch.compile`` the region is torch's own checkpoint, which takes ``debug`` and its other keywords
+    itself: ``fn``'s keyword of such a name (through ``fn_kwargs`` or a checkpointed function) still reaches ``fn``."""
+    x, w = _inputs()
+    ref = grads_of(lambda: _fn(x, w, policy="causal", debug="mine"), [], [x, w])
+    torch._dynamo.reset()
+    step = torch.compile(lambda x, w: xla_ckpt.checkpoint(_fn, x, w, policy="dots_saveable",
+                                                          fn_kwargs={"policy": "causal", "debug": "mine"}),
+                         backend="aot_eager", fullgraph=True)
+    assert_same(ref, grads_of(lambda: step(x, w), [], [x, w]))
+    wrapped = xla_ckpt.checkpointed(_fn, policy="dots_saveable")
+    torch._dynamo.reset()
+    step = torch.compile(lambda x, w: wrapped(x, w, policy="causal", debug="mine"), backend="aot_eager",
+                         fullgraph=True)
+    assert_same(ref, grads_of(lambda: step(x, w), [], [x, w]))

@@ -31,9 +31,8 @@ from typing import Any, Mapping, Optional
 from xla_ckpt._policy import builtin, combine
 from xla_ckpt._record.opcall import Policy
 
-__all__ = ["check_torch_args", "merge_fn_kwargs", "torch_call", "TORCH_ARGS"]
+__all__ = ["check_torch_args", "merge_fn_kwargs", "torch_call"]
 
-TORCH_ARGS = ("use_reentrant", "preserve_rng_state", "determinism_check", "context_fn", "debug")
 _WHO = "xla_ckpt.checkpoint"
 
 
