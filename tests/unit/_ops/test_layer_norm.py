@@ -33,6 +33,12 @@ def test_values_and_every_grad_equal_f_layer_norm(device, affine_w, affine_b, rg
     assert_same(ref, got)
 
 
+# Grads of grads: the corrected layer norm's backward is its own formula, not F.layer_norm's, so the second
+# derivative's last bits follow each formula's rounding, which the compiler's FMA contraction moves (XLA:CPU at
+# LLVM -O0, the tests' setting, differs by 1.5e-5 on a value of 0.53). First derivatives keep the defaults.
+SECOND_ORDER_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
 def test_double_backward_equals_f_layer_norm(device):
     """Grad mode on in backward (create_graph): the recompute stays on the saved tensors' graph."""
     x, w, b = _inputs(device, True, True, (True, True, True))
@@ -42,7 +48,7 @@ def test_double_backward_equals_f_layer_norm(device):
         gx, gw = torch.autograd.grad((y * y).sum(), [x, w], create_graph=True)
         out.append(torch.autograd.grad(gx.pow(2).sum() + gw.sum(), [x, w, b]))
     for r, g in zip(*out, strict=True):
-        torch.testing.assert_close(g.cpu(), r.cpu())
+        torch.testing.assert_close(g.cpu(), r.cpu(), **SECOND_ORDER_TOL)
 
 
 @pytest.mark.xla
