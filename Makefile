@@ -102,7 +102,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; n = min(4, len(os.sched_getaffi
 XDIST = -n $(TEST_WORKERS)
 
 # The fast tier (`-m "not slow"`, fuzz profile `fast`): every feature once. From a fresh clone here (2 cores, two
-# workers), nothing else running: 275 s of tests.
+# workers), nothing else running: 398 s of tests (275 s in a checkout whose venv had run the tests before).
 test: $(STAMP)
 	PJRT_DEVICE=$${PJRT_DEVICE:-CPU} XLA_CKPT_FUZZ=$${XLA_CKPT_FUZZ:-fast} $(PY) -m pytest -q -ra $(XDIST) -m "not slow" $(PYTEST_ARGS) tests
 
@@ -110,8 +110,8 @@ test: $(STAMP)
 # cases, then the newest-torch tier (test-newest-all).
 # One after the other: the XLA tier compiles on both cores, and run at once the two took 64.6 min from a
 # fresh clone here (58.6 of it the XLA tier's), longer than in turn.
-# CI time, from a fresh clone here (`.ci/run`, installs included, two xdist workers): 40 min in all. Tests:
-# unit 6.3 min, integration 17.6 min, fuzz + peers + regressions 5.6 min, the torch 2.15 tiers 3.0 + 2.4 min.
+# CI time, from a fresh clone here (`.ci/run`, installs included, two xdist workers): 40-45 min in all over two
+# runs; the latest: unit 5.0 min, integration 17.8, fuzz + peers + regressions 6.4, the torch 2.15 tiers 4.7 + 4.2.
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
 # one process for all of it segfaults inside torch_xla.sync() after about 1,400 tests and 35 minutes
 # (in a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
