@@ -233,10 +233,8 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = _args(argv)
-    variants = _variants(a)
-    tmp = tempfile.mkdtemp(prefix="xla_ckpt_bench_")
+def _measure(a: argparse.Namespace, variants: list, tmp: str) -> tuple[list, list, list, dict, list]:
+    """Every variant's memory probe, the compiled and dropout rows, and the interleaved timing (files in ``tmp``)."""
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
@@ -279,7 +277,18 @@ def main(argv: list[str] | None = None) -> int:
     dropout.derive(drop, timed, grads)
     goals = targets.targets(timed, a.device) + (targets.compiled_targets(comp) if comp else []) + (
         dropout.targets(drop) if drop else [])
-    shutil.rmtree(tmp, ignore_errors=True)
+    return results, comp, drop, timed, goals
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    variants = _variants(a)
+    # The probes' dumps and gradients (about 190 MiB): removed however the run ends (Ctrl-C included).
+    tmp = tempfile.mkdtemp(prefix="xla_ckpt_bench_")
+    try:
+        results, comp, drop, timed, goals = _measure(a, variants, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     title = (f"{a.model} L={a.layers} d={a.d_model} h={a.heads} seq={a.seq} batch={a.batch} {a.dtype} on {a.device}")
     print(title)
     print(_table(results))

@@ -117,3 +117,19 @@ def test_the_committed_headline_plot_redraws_with_its_errors_noted(tmp_path, mon
     assert not any(ax.get_legend() for ax in fig.axes), "a legend inside a panel covers points"
     assert len(fig.legends) == 1
     assert "megatron_selective (compiled)" in texts and "no checkpointing" in texts
+
+
+def test_an_interrupted_benchmark_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """The probes' dumps and gradients (about 190 MiB a run) go to a temporary folder, removed however the
+    run ends: an interrupted `make bench` (Ctrl-C) does not leave it behind."""
+    import tempfile
+
+    def interrupted(a, variants, tmp):
+        (Path(tmp) / "dump_none").mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(memory, "_measure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        memory.main(["--device", "cpu"])
+    assert list(tmp_path.iterdir()) == []
