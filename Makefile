@@ -110,8 +110,8 @@ test: $(STAMP)
 # cases, then the newest-torch tier (test-newest-all).
 # One after the other: the XLA tier compiles on both cores, and run at once the two took 64.6 min from a
 # fresh clone here (58.6 of it the XLA tier's), longer than in turn.
-# CI time, from a fresh clone here (`.ci/run`, installs included, two xdist workers): 40-45 min in all over two
-# runs; the latest: unit 5.0 min, integration 17.8, fuzz + peers + regressions 6.4, the torch 2.15 tiers 4.7 + 4.2.
+# CI time, from a fresh clone here (`.ci/run`, installs included, two xdist workers): 35-45 min in all over four
+# runs; the latest: unit 5.5 min, integration 18.0, fuzz + peers + regressions 4.1, the torch 2.15 tiers 3.2 + 2.5.
 # The torch 2.9 tier runs as three pytest processes (unit; integration; fuzz, peers and regressions):
 # one process for all of it segfaults inside torch_xla.sync() after about 1,400 tests and 35 minutes
 # (in a plain 2-layer block's reference step in tests/unit/_policy/test_budget.py, which passes alone and
