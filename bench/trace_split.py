@@ -6,8 +6,10 @@ Default GPT (``xla_ckpt.models.GPTConfig()``, batch 8) on XLA, host time only (s
 - ``split``: per variant, the forward, the blocks, the end of forward, the backward and the recompute,
   timed with ``perf_counter`` around the engine's own functions (medians of ``--steps`` steps).
 - ``floor``: ``none``, the same blocks each under an empty ``TorchDispatchMode`` (the per-op floor of
-  a dispatch-mode engine), and the presets, interleaved (``--rounds`` rounds, order reversed every
-  other round), as per-round ratios to ``none``.
+  a dispatch-mode engine), under a mode that only checks each op against the block's known program
+  (``checking_floor``: the forward of an engine that reuses a region's recorded program after the
+  first step, with nothing decided, cached or recomputed), and the presets, interleaved (``--rounds``
+  rounds, order reversed every other round), as per-round ratios to ``none``.
 - ``--captured``: the floor also times the design that leaves the per-op mode: the GPT
   captured by ``torch.compile`` with a backend that only traces (AOTAutograd, no-op compilers, the
   library's fenced min-cut), so the captured forward and backward graphs still run lazily op by op.
@@ -33,6 +35,7 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import xla_ckpt  # noqa: E402
+from xla_ckpt._base.xla import buffer_key  # noqa: E402
 from xla_ckpt._engine import region as _region  # noqa: E402
 from xla_ckpt.models import GPT, GPTConfig  # noqa: E402
 
@@ -48,6 +51,49 @@ def _under_empty_mode(model: GPT) -> GPT:
     for block in model.layers:
         def forward(*a: Any, _f: Callable[..., Any] = block.forward, **k: Any) -> Any:
             with _Empty():
+                return _f(*a, **k)
+        block.forward = forward
+    return model
+
+
+class _CheckingFloor(TorchDispatchMode):
+    """The least a forward that, after the first step, only checks each op against the block's known
+    program pays: is this the recorded op, which recorded values are its tensor arguments; its outputs
+    recorded as the next values. Nothing decided, nothing cached: the floor of such an engine."""
+
+    def __init__(self, known: list[Any]) -> None:
+        super().__init__()
+        self.known = known  # the block's ops from its first call
+        self.i = 0
+        self.producer: dict[Any, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        producer = self.producer
+        op = (func, tuple([producer.get(buffer_key(a), -1) for a in args if isinstance(a, torch.Tensor)]))
+        if len(self.known) <= self.i:
+            self.known.append(op)
+        elif op != self.known[self.i]:
+            raise RuntimeError(f"op {self.i} is {op}, the known program has {self.known[self.i]}")
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                producer[buffer_key(t)] = self.i
+        self.i += 1
+        return out
+
+
+def _under_checking_floor(model: GPT) -> GPT:
+    for block in model.layers:
+        known: list[Any] = []
+
+        def forward(*a: Any, _f: Callable[..., Any] = block.forward, _known: list[Any] = known, **k: Any) -> Any:
+            saved: list[Any] = []  # what autograd saves, held by index as a region's slots are
+
+            def pack(t: Any) -> int:
+                saved.append(t)
+                return len(saved) - 1
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), _CheckingFloor(_known):
                 return _f(*a, **k)
         block.forward = forward
     return model
@@ -100,7 +146,8 @@ def main() -> None:
         xm.wait_device_ops()
         return t1 - t0, t2 - t1
 
-    models = {"none": copy.deepcopy(base).to(dev), "empty_mode": _under_empty_mode(copy.deepcopy(base).to(dev))}
+    models = {"none": copy.deepcopy(base).to(dev), "empty_mode": _under_empty_mode(copy.deepcopy(base).to(dev)),
+              "checking_floor": _under_checking_floor(copy.deepcopy(base).to(dev))}
     for v in PRESETS:
         models[v] = copy.deepcopy(base).to(dev)
         xla_ckpt.apply(models[v], v)
