@@ -136,8 +136,6 @@ class XlaBackward:
 
     fenced = True  # the recompute is fenced on the incoming gradient (``Device.watch_grad`` captures it)
 
-    fenced = True  # the recompute is fenced on the incoming gradient (``Device.watch_grad`` captures it)
-
     def __init__(self) -> None:
         self.program: Any = None  # set once when the forward ends (``settle``)
         self.grad: Optional[torch.Tensor] = None  # the incoming gradient, when it arrives
