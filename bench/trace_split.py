@@ -8,8 +8,10 @@ Default GPT (``xla_ckpt.models.GPTConfig()``, batch 8) on XLA, host time only (s
 - ``floor``: ``none``, the same blocks each under an empty ``TorchDispatchMode`` (the per-op floor of
   a dispatch-mode engine), under a mode that only checks each op against the block's known program
   (``checking_floor``: the forward of an engine that reuses a region's recorded program after the
-  first step, with nothing decided, cached or recomputed), and the presets, interleaved (``--rounds``
-  rounds, order reversed every other round), as per-round ratios to ``none``.
+  first step, with nothing decided, cached or recomputed), the same with what the first law asks per op
+  of any forward (``checking_kept``: each output's version and lazy identity, the kept matmuls' outputs
+  detached), and the presets, interleaved (``--rounds`` rounds, order reversed every other round), as
+  per-round ratios to ``none``.
 - ``--captured``: the floor also times the design that leaves the per-op mode: the GPT
   captured by ``torch.compile`` with a backend that only traces (AOTAutograd, no-op compilers, the
   library's fenced min-cut), so the captured forward and backward graphs still run lazily op by op.
@@ -27,6 +29,7 @@ import gc
 import os
 import statistics
 import time
+import weakref
 from typing import Any, Callable
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -36,6 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import xla_ckpt  # noqa: E402
 from xla_ckpt._base.xla import buffer_key  # noqa: E402
+from xla_ckpt._base.xla_state import ir_identity  # noqa: E402
 from xla_ckpt._engine import region as _region  # noqa: E402
 from xla_ckpt.models import GPT, GPTConfig  # noqa: E402
 
@@ -82,7 +86,39 @@ class _CheckingFloor(TorchDispatchMode):
         return out
 
 
-def _under_checking_floor(model: GPT) -> GPT:
+class _CheckingKept(_CheckingFloor):
+    """``_CheckingFloor`` plus what the first law asks per op of any forward, known program or not: each
+    output's version (an in-place write after it is found), its lazy identity (a write outside the
+    dispatcher is found), and the outputs of the ops ``megatron_selective`` keeps, detached."""
+
+    KEPT = frozenset({torch.ops.aten.mm, torch.ops.aten.addmm})
+
+    def __init__(self, known: list[Any]) -> None:
+        super().__init__(known)
+        self.ident = ir_identity()
+        self.versions: list[Any] = []
+        self.idents: list[Any] = []
+        self.kept: list[Any] = []
+        self.busy = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if self.busy:  # the mode's own detach
+            return func(*args, **(kwargs or {}))
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.versions.append((weakref.ref(t), t._version))
+                self.idents.append((t, self.ident(t)))
+        if func.overloadpacket in self.KEPT:
+            self.busy = True
+            try:
+                self.kept.append(out.detach())
+            finally:
+                self.busy = False
+        return out
+
+
+def _under_checking(model: GPT, mode: type[_CheckingFloor]) -> GPT:
     for block in model.layers:
         known: list[Any] = []
 
@@ -93,7 +129,7 @@ def _under_checking_floor(model: GPT) -> GPT:
                 saved.append(t)
                 return len(saved) - 1
 
-            with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), _CheckingFloor(_known):
+            with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), mode(_known):
                 return _f(*a, **k)
         block.forward = forward
     return model
@@ -147,7 +183,8 @@ def main() -> None:
         return t1 - t0, t2 - t1
 
     models = {"none": copy.deepcopy(base).to(dev), "empty_mode": _under_empty_mode(copy.deepcopy(base).to(dev)),
-              "checking_floor": _under_checking_floor(copy.deepcopy(base).to(dev))}
+              "checking_floor": _under_checking(copy.deepcopy(base).to(dev), _CheckingFloor),
+              "checking_kept": _under_checking(copy.deepcopy(base).to(dev), _CheckingKept)}
     for v in PRESETS:
         models[v] = copy.deepcopy(base).to(dev)
         xla_ckpt.apply(models[v], v)
