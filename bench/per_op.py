@@ -42,7 +42,7 @@ ENGINE_POLICIES = ["nothing_saveable", "everything_saveable", "dots_saveable"]
 
 def _variants(n_ops: int) -> list[tuple[str, Callable[[Any], Any]]]:
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from floors import CheckingFloor, Empty  # bench/'s modes (importing them imports the library)
 
     import xla_ckpt
 
@@ -51,38 +51,11 @@ def _variants(n_ops: int) -> list[tuple[str, Callable[[Any], Any]]]:
             x = torch.sin(x)
         return x
 
-    class Empty(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            return func(*args, **(kwargs or {}))
-
     def empty_mode(x: Any) -> Any:
         with Empty():
             return chain(x)
 
-    from xla_ckpt._base.xla import buffer_key
-
     known: list[Any] = []  # the ops of the first call: the "known program" the floor checks against
-
-    class CheckingFloor(TorchDispatchMode):
-        """The least a forward that checks a known program pays per op: is this the recorded
-        op, which recorded values are its tensor arguments; its output recorded as the next value."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.i = 0
-            self.producer: dict[Any, int] = {}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            producer = self.producer
-            op = (func, tuple([producer.get(buffer_key(a), -1) for a in args if isinstance(a, torch.Tensor)]))
-            if len(known) <= self.i:
-                known.append(op)
-            elif op != known[self.i]:
-                raise RuntimeError(f"op {self.i} is {op}, the known program has {known[self.i]}")
-            out = func(*args, **(kwargs or {}))
-            producer[buffer_key(out)] = self.i
-            self.i += 1
-            return out
 
     def checking_floor(x: Any) -> Any:
         saved: list[Any] = []
@@ -91,7 +64,7 @@ def _variants(n_ops: int) -> list[tuple[str, Callable[[Any], Any]]]:
             saved.append(t)
             return len(saved) - 1
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), CheckingFloor():
+        with torch.autograd.graph.saved_tensors_hooks(pack, saved.__getitem__), CheckingFloor(known):
             return chain(x)
 
     out = [("plain", chain), ("empty_mode", empty_mode), ("checking_floor", checking_floor)]

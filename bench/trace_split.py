@@ -29,96 +29,30 @@ import gc
 import os
 import statistics
 import time
-import weakref
 from typing import Any, Callable
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import xla_ckpt  # noqa: E402
-from xla_ckpt._base.xla import buffer_key  # noqa: E402
-from xla_ckpt._base.xla_state import ir_identity  # noqa: E402
 from xla_ckpt._engine import region as _region  # noqa: E402
 from xla_ckpt.models import GPT, GPTConfig  # noqa: E402
+from floors import CheckingFloor, CheckingKept, Empty  # noqa: E402  (bench/, the script's folder)
 
 PRESETS = ("megatron_selective", "full")
-
-
-class _Empty(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        return func(*args, **(kwargs or {}))
 
 
 def _under_empty_mode(model: GPT) -> GPT:
     for block in model.layers:
         def forward(*a: Any, _f: Callable[..., Any] = block.forward, **k: Any) -> Any:
-            with _Empty():
+            with Empty():
                 return _f(*a, **k)
         block.forward = forward
     return model
 
 
-class _CheckingFloor(TorchDispatchMode):
-    """The least a forward that, after the first step, only checks each op against the block's known
-    program pays: is this the recorded op, which recorded values are its tensor arguments; its outputs
-    recorded as the next values. Nothing decided, nothing cached: the floor of such an engine."""
-
-    def __init__(self, known: list[Any]) -> None:
-        super().__init__()
-        self.known = known  # the block's ops from its first call
-        self.i = 0
-        self.producer: dict[Any, int] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        producer = self.producer
-        op = (func, tuple([producer.get(buffer_key(a), -1) for a in args if isinstance(a, torch.Tensor)]))
-        if len(self.known) <= self.i:
-            self.known.append(op)
-        elif op != self.known[self.i]:
-            raise RuntimeError(f"op {self.i} is {op}, the known program has {self.known[self.i]}")
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                producer[buffer_key(t)] = self.i
-        self.i += 1
-        return out
-
-
-class _CheckingKept(_CheckingFloor):
-    """``_CheckingFloor`` plus what the first law asks per op of any forward, known program or not: each
-    output's version (an in-place write after it is found), its lazy identity (a write outside the
-    dispatcher is found), and the outputs of the ops ``megatron_selective`` keeps, detached."""
-
-    KEPT = frozenset({torch.ops.aten.mm, torch.ops.aten.addmm})
-
-    def __init__(self, known: list[Any]) -> None:
-        super().__init__(known)
-        self.ident = ir_identity()
-        self.versions: list[Any] = []
-        self.idents: list[Any] = []
-        self.kept: list[Any] = []
-        self.busy = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if self.busy:  # the mode's own detach
-            return func(*args, **(kwargs or {}))
-        out = super().__torch_dispatch__(func, types, args, kwargs)
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.versions.append((weakref.ref(t), t._version))
-                self.idents.append((t, self.ident(t)))
-        if func.overloadpacket in self.KEPT:
-            self.busy = True
-            try:
-                self.kept.append(out.detach())
-            finally:
-                self.busy = False
-        return out
-
-
-def _under_checking(model: GPT, mode: type[_CheckingFloor]) -> GPT:
+def _under_checking(model: GPT, mode: type[CheckingFloor]) -> GPT:
     for block in model.layers:
         known: list[Any] = []
 
@@ -183,8 +117,8 @@ def main() -> None:
         return t1 - t0, t2 - t1
 
     models = {"none": copy.deepcopy(base).to(dev), "empty_mode": _under_empty_mode(copy.deepcopy(base).to(dev)),
-              "checking_floor": _under_checking(copy.deepcopy(base).to(dev), _CheckingFloor),
-              "checking_kept": _under_checking(copy.deepcopy(base).to(dev), _CheckingKept)}
+              "checking_floor": _under_checking(copy.deepcopy(base).to(dev), CheckingFloor),
+              "checking_kept": _under_checking(copy.deepcopy(base).to(dev), CheckingKept)}
     for v in PRESETS:
         models[v] = copy.deepcopy(base).to(dev)
         xla_ckpt.apply(models[v], v)
